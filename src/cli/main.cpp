@@ -1,0 +1,3 @@
+// The strata binary.
+#include <cstdio>
+int main() { std::puts("strata"); return 0; }
