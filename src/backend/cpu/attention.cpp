@@ -1,0 +1,82 @@
+// CPU rotary embedding and causal grouped-query attention over a KV cache.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+
+namespace strata::backend::cpu {
+
+void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params) {
+  const int64_t T = x.dim(0), H = x.dim(1), D = x.dim(2);
+  const int half = params.rotary_dim / 2;
+  float* data = x.as<float>();
+  std::vector<float> cos_t(half), sin_t(half);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int i = 0; i < half; ++i) {
+      // float32 angle, as transformers computes it (inv_freq · position in fp32)
+      const float angle = static_cast<float>(positions[t]) * params.inv_freq[i];
+      cos_t[i] = std::cos(angle) * params.attention_factor;
+      sin_t[i] = std::sin(angle) * params.attention_factor;
+    }
+    for (int64_t h = 0; h < H; ++h) {
+      float* v = data + (t * H + h) * D;
+      for (int i = 0; i < half; ++i) {
+        const int a = params.neox ? i : 2 * i;
+        const int b = params.neox ? i + half : 2 * i + 1;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+        v[b] = x1 * cos_t[i] + x0 * sin_t[i];
+      }
+    }
+  }
+}
+
+void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start_pos,
+               float scale, int64_t window, const Tensor& out) {
+  const int64_t T = q.dim(0), Hq = q.dim(1), D = q.dim(2);
+  const int64_t Hkv = k_cache.dim(1);
+  const int64_t group = Hq / Hkv;
+  const float* qp = q.as<const float>();
+  const float* kp = k_cache.as<const float>();
+  const float* vp = v_cache.as<const float>();
+  float* op = out.as<float>();
+#pragma omp parallel
+  {
+    std::vector<float> scores;
+    std::vector<float> acc(D);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t pos = start_pos + t;
+        const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+        const int64_t n = pos - first + 1;
+        const int64_t kvh = h / group;
+        const float* qv = qp + (t * Hq + h) * D;
+        scores.resize(n);
+        float max_s = -INFINITY;
+        for (int64_t s = 0; s < n; ++s) {
+          const float* kv = kp + ((first + s) * Hkv + kvh) * D;
+          float dotv = 0.0f;
+          for (int64_t d = 0; d < D; ++d) dotv += qv[d] * kv[d];
+          scores[s] = dotv * scale;
+          max_s = std::max(max_s, scores[s]);
+        }
+        float sum = 0.0f;
+        for (int64_t s = 0; s < n; ++s) {
+          scores[s] = std::exp(scores[s] - max_s);
+          sum += scores[s];
+        }
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t s = 0; s < n; ++s) {
+          const float p = scores[s] / sum;
+          const float* vv = vp + ((first + s) * Hkv + kvh) * D;
+          for (int64_t d = 0; d < D; ++d) acc[d] += p * vv[d];
+        }
+        std::copy(acc.begin(), acc.end(), op + (t * Hq + h) * D);
+      }
+    }
+  }
+}
+
+}  // namespace strata::backend::cpu

@@ -1,0 +1,70 @@
+// CPU elementwise ops: embedding lookup, bias, RMSNorm, SwiGLU, residual add, row copies.
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+
+namespace strata::backend::cpu {
+
+void embedding(const Weight& table, std::span<const int32_t> ids, const Tensor& out) {
+  const int64_t H = table.cols();
+  float* dst = out.as<float>();
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (table.quantized()) {
+      dequantize_rows(table, ids[t], 1, dst + t * H);
+    } else {
+      check(table.w.dtype == DType::kF32, ErrorKind::kInternal, "CPU embedding expects F32");
+      std::memcpy(dst + t * H, table.w.as<const float>() + static_cast<int64_t>(ids[t]) * H, H * sizeof(float));
+    }
+  }
+}
+
+void add_bias(const Tensor& x, const Tensor& bias) {
+  const int64_t N = bias.numel();
+  const int64_t rows = x.numel() / N;
+  float* p = x.as<float>();
+  const float* b = bias.as<const float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < N; ++i) p[r * N + i] += b[i];
+}
+
+void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out) {
+  const int64_t D = w.numel();
+  const int64_t rows = x.numel() / D;
+  const float* src = x.as<const float>();
+  const float* wt = w.as<const float>();
+  float* dst = out.as<float>();
+#pragma omp parallel for schedule(static) if (rows >= 16)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = src + r * D;
+    float ss = 0.0f;
+    for (int64_t i = 0; i < D; ++i) ss += xr[i] * xr[i];
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
+    float* o = dst + r * D;
+    for (int64_t i = 0; i < D; ++i) o[i] = (xr[i] * inv) * (one_plus_w ? 1.0f + wt[i] : wt[i]);
+  }
+}
+
+void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  const int64_t n = gate.numel();
+  const float* g = gate.as<const float>();
+  const float* u = up.as<const float>();
+  float* o = out.as<float>();
+#pragma omp parallel for schedule(static) if (n >= 65536)
+  for (int64_t i = 0; i < n; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void add(const Tensor& a, const Tensor& b) {
+  const int64_t n = a.numel();
+  float* pa = a.as<float>();
+  const float* pb = b.as<const float>();
+  for (int64_t i = 0; i < n; ++i) pa[i] += pb[i];
+}
+
+void copy_rows(const Tensor& src, const Tensor& dst, int64_t dst_row) {
+  const size_t row_bytes = src.dim(0) == 0 ? 0 : src.nbytes() / static_cast<size_t>(src.dim(0));
+  std::memcpy(static_cast<char*>(dst.data) + row_bytes * static_cast<size_t>(dst_row), src.data, src.nbytes());
+}
+
+}  // namespace strata::backend::cpu

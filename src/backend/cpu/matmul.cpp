@@ -1,0 +1,161 @@
+// CPU matmul: float weights through OpenBLAS sgemm; MLX-quantized weights either through a fused
+// dequantize-dot kernel (few rows of x, the decode case) or by dequantizing row blocks and calling
+// sgemm (prefill). Both compute Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+#include "formats/mlx_quant.h"
+
+namespace strata::backend::cpu {
+
+namespace {
+
+constexpr int64_t kFusedMaxRows = 8;      // up to this many x rows use the fused kernel
+constexpr int64_t kDequantBlock = 256;    // weight rows dequantized per sgemm call
+
+// Unpacks the codes of one group (gs values starting at column `col0`) as floats.
+inline void unpack_group(const uint32_t* row, int64_t col0, int gs, int bits, float* q) {
+  if (bits == 4) {
+    const uint32_t* p = row + col0 / 8;
+    for (int j = 0; j < gs / 8; ++j) {
+      const uint32_t w = p[j];
+      for (int k = 0; k < 8; ++k) q[j * 8 + k] = static_cast<float>((w >> (4 * k)) & 0xf);
+    }
+  } else if (bits == 8) {
+    const uint32_t* p = row + col0 / 4;
+    for (int j = 0; j < gs / 4; ++j) {
+      const uint32_t w = p[j];
+      for (int k = 0; k < 4; ++k) q[j * 4 + k] = static_cast<float>((w >> (8 * k)) & 0xff);
+    }
+  } else if (bits == 2) {
+    const uint32_t* p = row + col0 / 16;
+    for (int j = 0; j < gs / 16; ++j) {
+      const uint32_t w = p[j];
+      for (int k = 0; k < 16; ++k) q[j * 16 + k] = static_cast<float>((w >> (2 * k)) & 0x3);
+    }
+  } else {
+    for (int j = 0; j < gs; ++j) q[j] = static_cast<float>(formats::unpack_code(row, col0 + j, bits));
+  }
+}
+
+inline float dot(const float* a, const float* b, int n) {
+  // 16 independent partial sums so the compiler vectorises without reassociating.
+  float acc[16] = {};
+  int i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) acc[k] += a[i + k] * b[i + k];
+  float s = 0.0f;
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (float v : acc) s += v;
+  return s;
+}
+
+void check_quantized(const Weight& w) {
+  check(w.scales.dtype == DType::kF32 && w.biases.dtype == DType::kF32, ErrorKind::kInternal,
+        "CPU quantized matmul expects F32 scales and biases");
+  check(w.cols() % w.group_size == 0, ErrorKind::kInternal, "quantized cols {} not a multiple of {}",
+        w.cols(), w.group_size);
+}
+
+void matmul_quantized_fused(const float* x, int64_t T, const Weight& w, float* out) {
+  const int64_t N = w.rows(), K = w.cols();
+  const int gs = w.group_size, bits = w.bits;
+  const int64_t G = K / gs;
+  const int64_t words_per_row = w.w.dim(1);
+  std::vector<float> xsum(static_cast<size_t>(T * G));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < G; ++g) {
+      float s = 0.0f;
+      for (int j = 0; j < gs; ++j) s += x[t * K + g * gs + j];
+      xsum[t * G + g] = s;
+    }
+  const auto* codes = w.w.as<const uint32_t>();
+  const auto* scales = w.scales.as<const float>();
+  const auto* biases = w.biases.as<const float>();
+#pragma omp parallel
+  {
+    float q[128];
+    float acc[kFusedMaxRows];
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      const uint32_t* row = codes + n * words_per_row;
+      std::fill(acc, acc + T, 0.0f);
+      for (int64_t g = 0; g < G; ++g) {
+        unpack_group(row, g * gs, gs, bits, q);
+        const float s = scales[n * G + g], b = biases[n * G + g];
+        for (int64_t t = 0; t < T; ++t) acc[t] += s * dot(q, x + t * K + g * gs, gs) + b * xsum[t * G + g];
+      }
+      for (int64_t t = 0; t < T; ++t) out[t * N + n] = acc[t];
+    }
+  }
+}
+
+void matmul_quantized_blocked(const float* x, int64_t T, const Weight& w, float* out) {
+  const int64_t N = w.rows(), K = w.cols();
+  std::vector<float> block(static_cast<size_t>(std::min(N, kDequantBlock) * K));
+  for (int64_t n0 = 0; n0 < N; n0 += kDequantBlock) {
+    const int64_t nb = std::min(kDequantBlock, N - n0);
+    dequantize_rows(w, n0, nb, block.data());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(nb),
+                static_cast<int>(K), 1.0f, x, static_cast<int>(K), block.data(), static_cast<int>(K), 0.0f,
+                out + n0, static_cast<int>(N));
+  }
+}
+
+}  // namespace
+
+void dequantize_rows(const Weight& w, int64_t row0, int64_t n, float* dst) {
+  check_quantized(w);
+  const int64_t K = w.cols();
+  const int gs = w.group_size;
+  const int64_t G = K / gs;
+  const int64_t words_per_row = w.w.dim(1);
+  const auto* codes = w.w.as<const uint32_t>();
+  const auto* scales = w.scales.as<const float>();
+  const auto* biases = w.biases.as<const float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t row = row0 + r;
+    float* d = dst + r * K;
+    for (int64_t g = 0; g < G; ++g) {
+      unpack_group(codes + row * words_per_row, g * gs, gs, w.bits, d + g * gs);
+      const float s = scales[row * G + g], b = biases[row * G + g];
+      for (int j = 0; j < gs; ++j) d[g * gs + j] = s * d[g * gs + j] + b;
+    }
+  }
+}
+
+void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
+  const int64_t K = x.dim(-1);
+  const int64_t T = x.numel() / K;
+  const int64_t N = w.rows();
+  if (T == 0) return;
+  if (!w.quantized()) {
+    check(w.w.dtype == DType::kF32, ErrorKind::kInternal, "CPU matmul expects F32 weights, got {}",
+          dtype_name(w.w.dtype));
+    if (T == 1) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(N), static_cast<int>(K), 1.0f,
+                  w.w.as<const float>(), static_cast<int>(K), x.as<const float>(), 1, 0.0f, out.as<float>(), 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(N),
+                  static_cast<int>(K), 1.0f, x.as<const float>(), static_cast<int>(K), w.w.as<const float>(),
+                  static_cast<int>(K), 0.0f, out.as<float>(), static_cast<int>(N));
+    }
+    return;
+  }
+  check_quantized(w);
+  check(w.group_size <= 128, ErrorKind::kUnsupported, "group size {} > 128", w.group_size);
+  if (T <= kFusedMaxRows) {
+    matmul_quantized_fused(x.as<const float>(), T, w, out.as<float>());
+  } else {
+    matmul_quantized_blocked(x.as<const float>(), T, w, out.as<float>());
+  }
+}
+
+}  // namespace strata::backend::cpu

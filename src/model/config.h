@@ -1,0 +1,64 @@
+// ModelConfig: the typed view of a checkpoint's config.json (or GGUF metadata). Every dimension the
+// model code uses comes from here; nothing is hard-coded.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+
+namespace strata::model {
+
+enum class Family { kDense, kQwen35 };
+
+struct RopeConfig {
+  std::string type = "default";  // default | linear | dynamic | yarn | llama3
+  double theta = 10000.0;
+  double factor = 1.0;
+  double partial_rotary_factor = 1.0;
+  // llama3
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position = 0;  // 0: not given
+  // yarn
+  std::optional<double> attention_factor;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double mscale = 0.0;
+  double mscale_all_dim = 0.0;
+  bool truncate = true;
+};
+
+struct ModelConfig {
+  std::string model_type;  // "llama", "qwen2", "qwen3", "mistral", "qwen3_5_text", ...
+  Family family = Family::kDense;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t sliding_window = 0;  // 0: none
+  double rms_norm_eps = 1e-6;
+  RopeConfig rope;
+  bool rope_interleaved = false;  // GGUF llama stores Q/K for adjacent-pair rotation
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+  bool qk_norm = false;
+  std::optional<int32_t> bos_token_id;
+  std::vector<int32_t> eos_token_ids;
+
+  int64_t rotary_dim() const;
+};
+
+// Parses config.json (the text part: a nested "text_config" wins over the top level).
+ModelConfig parse_model_config(const Json& config);
+
+// Reads eos ids from a generation_config.json object and adds them to cfg (union, no duplicates).
+void merge_generation_config(const Json& generation_config, ModelConfig& cfg);
+
+}  // namespace strata::model

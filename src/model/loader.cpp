@@ -1,0 +1,132 @@
+// load_model: reads the config (config.json + generation_config.json, or GGUF metadata), opens the
+// weights, computes the fingerprint and builds the model of the right family.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/mmap.h"
+#include "model/dense.h"
+#include "model/model.h"
+
+namespace strata::model {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Hash of the config text, every tensor's name, dtype and shape, and 64 bytes from the start and
+// the end of each tensor's data.
+template <typename ForEachTensor>
+std::string fingerprint_of(const std::string& config_text, ForEachTensor&& for_each) {
+  Hasher h;
+  h.update(config_text);
+  for_each([&](const std::string& name, std::string_view dtype, const std::string& shape, const uint8_t* data,
+               size_t nbytes) {
+    h.update(name);
+    h.update(dtype);
+    h.update(shape);
+    const size_t n = std::min<size_t>(64, nbytes);
+    h.update(data, n);
+    h.update(data + nbytes - n, n);
+  });
+  return h.hex_digest();
+}
+
+int64_t gguf_int(const Json& meta, const std::string& key, int64_t fallback = -1) {
+  auto it = meta.find(key);
+  if (it == meta.end()) {
+    check(fallback >= 0, ErrorKind::kInvalidInput, "GGUF metadata lacks '{}'", key);
+    return fallback;
+  }
+  check(it->is_number_integer(), ErrorKind::kInvalidInput, "GGUF metadata '{}' is not an integer", key);
+  return it->get<int64_t>();
+}
+
+ModelConfig config_from_gguf(const formats::GgufFile& gguf) {
+  const Json& m = gguf.metadata();
+  const std::string arch = get_or<std::string>(m, "general.architecture", "");
+  check(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "mistral", ErrorKind::kUnsupported,
+        "{}: GGUF architecture '{}' is not supported", gguf.path(), arch);
+  ModelConfig c;
+  c.model_type = arch;
+  c.family = Family::kDense;
+  c.hidden_size = gguf_int(m, arch + ".embedding_length");
+  c.num_layers = gguf_int(m, arch + ".block_count");
+  c.intermediate_size = gguf_int(m, arch + ".feed_forward_length");
+  c.num_heads = gguf_int(m, arch + ".attention.head_count");
+  c.num_kv_heads = gguf_int(m, arch + ".attention.head_count_kv", c.num_heads);
+  check(c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0 && c.hidden_size > 0,
+        ErrorKind::kInvalidInput, "{}: inconsistent head counts", gguf.path());
+  c.head_dim = gguf_int(m, arch + ".attention.key_length", c.hidden_size / c.num_heads);
+  c.max_position_embeddings = gguf_int(m, arch + ".context_length", 2048);
+  c.rms_norm_eps = m.value(arch + ".attention.layer_norm_rms_epsilon", 1e-5);
+  c.rope.theta = m.value(arch + ".rope.freq_base", 10000.0);
+  const int64_t rot = gguf_int(m, arch + ".rope.dimension_count", c.head_dim);
+  c.rope.partial_rotary_factor = static_cast<double>(rot) / static_cast<double>(c.head_dim);
+  // llama.cpp's converter permutes llama Q/K rows for adjacent-pair rotation; qwen2/3 keep NeoX order.
+  c.rope_interleaved = arch == "llama" || arch == "mistral";
+  c.qk_norm = arch == "qwen3";
+  const auto* embd = gguf.find("token_embd.weight");
+  check(embd != nullptr, ErrorKind::kInvalidInput, "{}: token_embd.weight is missing", gguf.path());
+  c.vocab_size = embd->shape()[0];
+  c.tie_word_embeddings = gguf.find("output.weight") == nullptr;
+  if (auto it = m.find("tokenizer.ggml.bos_token_id"); it != m.end() && it->is_number_integer())
+    c.bos_token_id = it->get<int32_t>();
+  if (auto it = m.find("tokenizer.ggml.eos_token_id"); it != m.end() && it->is_number_integer())
+    c.eos_token_ids.push_back(it->get<int32_t>());
+  return c;
+}
+
+// Weights quantized on load differ from the checkpoint's, so the options are part of the identity.
+std::string load_variant(const LoadOptions& options) {
+  return options.quantize ? fmt::format("|quantize:q{}g{}", options.quantize->bits, options.quantize->group_size) : "";
+}
+
+std::unique_ptr<Model> build(ModelConfig config, std::unique_ptr<WeightLoader> weights, std::string fingerprint) {
+  switch (config.family) {
+    case Family::kDense:
+      return make_dense_model(std::move(config), std::move(weights), std::move(fingerprint));
+    case Family::kQwen35:
+      break;
+  }
+  fail(ErrorKind::kUnsupported, "model family '{}' is recognised but not implemented in this build",
+       config.model_type);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
+  check(fs::exists(path), ErrorKind::kNotFound, "model path {} does not exist", path);
+  if (!fs::is_directory(path)) {
+    check(path.ends_with(".gguf"), ErrorKind::kInvalidInput,
+          "{}: expected a model directory (config.json + *.safetensors) or a .gguf file", path);
+    auto gguf = std::make_shared<formats::GgufFile>(path);
+    ModelConfig config = config_from_gguf(*gguf);
+    std::string fp = fingerprint_of(gguf->metadata().dump() + load_variant(options), [&](auto&& add) {
+      for (const auto& t : gguf->tensors())
+        add(t.name, formats::ggml_type_name(t.type), t.shape().str(), t.data, t.nbytes);
+    });
+    auto weights = std::make_unique<WeightLoader>(gguf, options);
+    return build(std::move(config), std::move(weights), std::move(fp));
+  }
+  const std::string config_path = path + "/config.json";
+  const std::string config_text = options.config_override.empty() ? read_file(config_path) : options.config_override;
+  const Json config_json = parse_json(config_text, config_path);
+  ModelConfig config = parse_model_config(config_json);
+  if (file_exists(path + "/generation_config.json")) {
+    merge_generation_config(read_json_file(path + "/generation_config.json"), config);
+  }
+  formats::WeightStore store = formats::WeightStore::open(path);
+  std::string fp = fingerprint_of(config_text + load_variant(options), [&](auto&& add) {
+    for (const auto& name : store.names()) {
+      const Tensor& t = store.get(name);
+      add(name, dtype_name(t.dtype), t.shape.str(), static_cast<const uint8_t*>(t.data), t.nbytes());
+    }
+  });
+  auto weights = std::make_unique<WeightLoader>(std::move(store), config_json, options);
+  return build(std::move(config), std::move(weights), std::move(fp));
+}
+
+}  // namespace strata::model

@@ -1,0 +1,67 @@
+// Model: the interface every family implements (dense transformer, Qwen3.5 hybrid, ...), the
+// per-sequence state buffers a model declares, and load_model(), which picks the family from the
+// checkpoint. The runtime owns states and calls forward(); the model only computes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace strata::model {
+
+// One buffer of a sequence's state. Token-indexed buffers (attention KV: row i belongs to token i)
+// can be truncated; recurrent buffers (GDN conv window and SSM matrix) can only be restored.
+struct StateBuffer {
+  std::string name;  // e.g. "layers.3.k"
+  HostTensor tensor;
+  bool token_indexed = false;
+};
+
+struct ModelState {
+  std::vector<StateBuffer> buffers;
+  int64_t n_tokens = 0;  // tokens already processed (the next token's position)
+  int64_t capacity = 0;  // tokens the token-indexed buffers can hold
+};
+
+struct ModelInfo {
+  std::string family;  // "llama", "qwen2", ...
+  int64_t layers = 0;
+  int64_t attention_layers = 0;
+  int64_t recurrent_layers = 0;
+  int64_t parameters = 0;
+  size_t weight_bytes = 0;
+  size_t state_bytes_per_token = 0;  // KV cache growth
+  size_t state_bytes_fixed = 0;      // recurrent state per sequence
+  std::string quantization;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  const ModelConfig& config() const { return config_; }
+  // Stable identity of the weights and config (hash of config, tensor names/shapes/dtypes and a
+  // sample of the contents); the state cache keys on it.
+  const std::string& fingerprint() const { return fingerprint_; }
+  virtual ModelInfo info() const = 0;
+
+  virtual ModelState new_state(int64_t capacity) const = 0;
+  // Processes `tokens` at positions [state.n_tokens, state.n_tokens + T) and advances the state.
+  // logits: [vocab] for the last token, or [T, vocab] when all_logits.
+  virtual void forward(std::span<const int32_t> tokens, ModelState& state, const Tensor& logits,
+                       bool all_logits) = 0;
+
+ protected:
+  ModelConfig config_;
+  std::string fingerprint_;
+};
+
+// path: a checkpoint directory (config.json + safetensors), or a .gguf file.
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options = {});
+
+}  // namespace strata::model

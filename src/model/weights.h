@@ -1,0 +1,63 @@
+// WeightLoader: turns checkpoint tensors (safetensors: HF float or MLX-quantized; GGUF) into the
+// backend's Weight views, converting float weights to F32 for the CPU and quantizing on load when
+// asked (MLX affine, bit-exact with MLX's quantizer). It owns every converted buffer.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/weight.h"
+#include "core/tensor.h"
+#include "formats/gguf.h"
+#include "formats/mlx_quant.h"
+#include "formats/safetensors.h"
+
+namespace strata::model {
+
+struct LoadOptions {
+  std::optional<formats::QuantParams> quantize;  // quantize float matrices on load
+  std::string config_override;                   // tests: load with this config.json text instead
+};
+
+class WeightLoader {
+ public:
+  // A safetensors checkpoint (directory or file) with its config.json's quantization section.
+  WeightLoader(formats::WeightStore store, const Json& config, const LoadOptions& options);
+  // A GGUF file.
+  WeightLoader(std::shared_ptr<formats::GgufFile> gguf, const LoadOptions& options);
+
+  bool is_gguf() const { return gguf_ != nullptr; }
+  bool has(const std::string& name) const;
+  // A matrix "prefix" ("model.layers.0.self_attn.q_proj"): reads prefix.weight (+ .scales/.biases
+  // when MLX-quantized). Float matrices are quantized when LoadOptions asks and cols allow.
+  backend::Weight matrix(const std::string& prefix, bool allow_quantize = true);
+  // A float tensor by full name, converted to F32.
+  Tensor vector(const std::string& name);
+  std::optional<Tensor> optional_vector(const std::string& name);
+
+  int64_t parameter_count() const { return parameter_count_; }
+  size_t weight_bytes() const { return weight_bytes_; }
+  std::string quantization() const;  // "bf16", "mlx q4 g64", "q8 g64 (on load)", ...
+  const formats::WeightStore* store() const { return store_ ? &*store_ : nullptr; }
+  const formats::GgufFile* gguf() const { return gguf_.get(); }
+
+ private:
+  const Tensor& raw(const std::string& name);
+  Tensor own_f32(const Tensor& t);
+  Tensor own(HostTensor t);
+
+  std::optional<formats::WeightStore> store_;
+  std::shared_ptr<formats::GgufFile> gguf_;
+  formats::QuantConfig quant_config_;
+  LoadOptions options_;
+  std::vector<HostTensor> owned_;
+  std::vector<Tensor> gguf_views_;
+  int64_t parameter_count_ = 0;
+  size_t weight_bytes_ = 0;
+  std::string source_dtype_;
+  std::optional<formats::QuantParams> seen_quant_;
+};
+
+}  // namespace strata::model

@@ -1,0 +1,73 @@
+// Engine implementation: chunked prefill, then the decode loop.
+#include "runtime/engine.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace strata::runtime {
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "stop";
+}
+
+Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
+    : model_(std::move(model)), options_(options),
+      logits_(DType::kF32, {model_->config().vocab_size}) {
+  check(options_.context_size > 0 && options_.prefill_chunk > 0, ErrorKind::kInvalidInput,
+        "context size and prefill chunk must be positive");
+}
+
+GenerationResult Engine::generate(const GenerationRequest& request, const TokenCallback& on_token) {
+  using Clock = std::chrono::steady_clock;
+  check(!request.prompt.empty(), ErrorKind::kInvalidInput, "the prompt is empty (no tokens)");
+  check(request.max_tokens >= 0, ErrorKind::kInvalidInput, "max_tokens must be >= 0");
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
+  check(prompt_len < options_.context_size, ErrorKind::kInvalidInput,
+        "the prompt has {} tokens; the context size is {}", prompt_len, options_.context_size);
+  const int64_t V = model_->config().vocab_size;
+  for (int32_t id : request.prompt)
+    check(id >= 0 && id < V, ErrorKind::kInvalidInput, "prompt token {} is outside the vocabulary (size {})", id, V);
+
+  GenerationResult result;
+  model::ModelState state = model_->new_state(options_.context_size);
+  Sampler sampler(request.sampling);
+  std::vector<int32_t> history = request.prompt;
+  const std::span<float> logits(logits_.as<float>(), static_cast<size_t>(V));
+
+  const auto t0 = Clock::now();
+  for (int64_t pos = 0; pos < prompt_len; pos += options_.prefill_chunk) {
+    const int64_t n = std::min(options_.prefill_chunk, prompt_len - pos);
+    model_->forward(std::span<const int32_t>(request.prompt).subspan(pos, n), state, logits_, false);
+  }
+  const auto t1 = Clock::now();
+  result.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+
+  const int64_t budget = std::min(request.max_tokens, options_.context_size - prompt_len);
+  result.finish_reason = FinishReason::kLength;
+  for (int64_t i = 0; i < budget; ++i) {
+    const int32_t token = sampler.sample(logits, history);
+    if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) != request.stop_ids.end()) {
+      result.finish_reason = FinishReason::kStop;
+      break;
+    }
+    result.tokens.push_back(token);
+    history.push_back(token);
+    if (on_token && !on_token(token)) {
+      result.finish_reason = FinishReason::kCancelled;
+      break;
+    }
+    if (i + 1 == budget) break;  // no need to run the model for a token we will not sample
+    const int32_t next[1] = {token};
+    model_->forward(next, state, logits_, false);
+  }
+  result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  return result;
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,42 @@
+// Sampler: turns a logits row into a token id. Order: logit bias, repetition penalty (divide
+// positive / multiply negative logits of seen tokens), presence and frequency penalties (OpenAI),
+// then greedy argmax, or temperature → top-k → top-p → min-p → a draw from a seeded generator.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace strata::runtime {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // <= 0: greedy
+  int top_k = 0;             // 0: off
+  float top_p = 1.0f;        // 1: off
+  float min_p = 0.0f;        // 0: off
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingParams params);
+  // logits is modified in place. history: the prompt and the generated tokens (for penalties).
+  int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
+
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;
+  std::vector<int32_t> counts_;
+};
+
+}  // namespace strata::runtime
