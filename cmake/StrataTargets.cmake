@@ -3,10 +3,19 @@
 set(STRATA_WARNINGS -Wall -Wextra)
 set(STRATA_SHARED_FIXTURES_DEFAULT "${PROJECT_SOURCE_DIR}/../shared/fixtures")
 
-# strata_layer(NAME DIR [DEPS ...]): library strata_NAME from DIR/*.cpp (recursively), public deps DEPS.
+# strata_layer(NAME DIR [FLAT] [DEPS ...] [INCLUDES ...]): library strata_NAME from DIR/*.cpp
+# (recursively unless FLAT), public deps DEPS.
 function(strata_layer name dir)
-  cmake_parse_arguments(L "" "" "DEPS;INCLUDES" ${ARGN})
-  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${dir}/*.cpp)
+  cmake_parse_arguments(L "FLAT" "" "DEPS;INCLUDES" ${ARGN})
+  set(srcs)
+  foreach(d ${dir})  # dir may list several folders
+    if(L_FLAT)  # these folders only; subfolders are targets of their own
+      file(GLOB found CONFIGURE_DEPENDS ${d}/*.cpp)
+    else()
+      file(GLOB_RECURSE found CONFIGURE_DEPENDS ${d}/*.cpp)
+    endif()
+    list(APPEND srcs ${found})
+  endforeach()
   if(NOT srcs)  # a layer with no code yet still carries its include path and dependencies
     add_library(strata_${name} INTERFACE)
     target_include_directories(strata_${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)

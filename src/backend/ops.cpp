@@ -4,6 +4,9 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
+#ifdef STRATA_HAVE_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
 
 namespace strata::backend {
 
@@ -51,9 +54,15 @@ void add_bias(const Tensor& x, const Tensor& bias) {
 }
 
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out) {
-  require_cpu("rms_norm", {&x, &w, &out});
   check(w.numel() == x.dim(-1) && out.numel() == x.numel(), ErrorKind::kInternal,
         "rms_norm: x {} w {} out {}", x.shape.str(), w.shape.str(), out.shape.str());
+#ifdef STRATA_HAVE_CUDA
+  if (x.device == Device::kCuda && w.device == Device::kCuda && out.device == Device::kCuda) {
+    cuda::rms_norm(x, w, eps, one_plus_w, out);
+    return;
+  }
+#endif
+  require_cpu("rms_norm", {&x, &w, &out});
   cpu::rms_norm(x, w, eps, one_plus_w, out);
 }
 

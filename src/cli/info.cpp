@@ -1,0 +1,59 @@
+// strata info: what a checkpoint is and what it needs in memory.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/model_loading.h"
+#include "core/json.h"
+#include "model/model.h"
+
+namespace strata::cli {
+
+namespace {
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", b, units[u]);
+}
+}  // namespace
+
+int run_info(const InfoArgs& args) {
+  auto model = model::load_model(args.model, load_options(args.quantize));
+  const model::ModelInfo i = model->info();
+  const model::ModelConfig& c = model->config();
+  const size_t state = i.state_bytes_fixed + i.state_bytes_per_token * static_cast<size_t>(args.ctx_size);
+  if (args.json) {
+    Json out = {{"family", i.family},           {"layers", i.layers},
+                {"attention_layers", i.attention_layers}, {"recurrent_layers", i.recurrent_layers},
+                {"parameters", i.parameters},   {"quantization", i.quantization},
+                {"weight_bytes", i.weight_bytes}, {"state_bytes", state},
+                {"context_size", args.ctx_size}, {"vocab_size", c.vocab_size},
+                {"hidden_size", c.hidden_size}, {"fingerprint", model->fingerprint()}};
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format(
+      "family          {}\n"
+      "layers          {} ({} attention, {} recurrent)\n"
+      "hidden size     {}\n"
+      "heads           {} query, {} key/value, head dim {}\n"
+      "vocabulary      {}\n"
+      "parameters      {} ({:.1f} M)\n"
+      "quantization    {}\n"
+      "weights         {} (as loaded for the CPU)\n"
+      "state           {} for a {}-token context\n"
+      "memory needed   {}\n"
+      "fingerprint     {}\n",
+      i.family, i.layers, i.attention_layers, i.recurrent_layers, c.hidden_size, c.num_heads, c.num_kv_heads,
+      c.head_dim, c.vocab_size, i.parameters, static_cast<double>(i.parameters) / 1e6, i.quantization,
+      human_bytes(static_cast<double>(i.weight_bytes)), human_bytes(static_cast<double>(state)), args.ctx_size,
+      human_bytes(static_cast<double>(i.weight_bytes + state)), model->fingerprint());
+  return 0;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,113 @@
+// The strata binary end to end: stories260K greedy text, --json output, tokenize, info, and clear
+// errors with a non-zero exit for bad input.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sys/wait.h>
+
+#include "core/json.h"
+#include "core/mmap.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+struct CliResult {
+  int exit_code;
+  std::string out;  // stdout and stderr together
+};
+
+CliResult strata_cli(const std::string& args) {
+  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  CliResult r{-1, ""};
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string stories() { return test::shared_fixture("models/stories260K/stories260K.gguf"); }
+
+TEST(Cli, Stories260KGreedyTextMatchesLlama2cByteForByte) {
+  const std::string expected = read_file(test::shared_fixture("models/stories260K/expected_greedy.txt"));
+  const std::string out_path = test::scratch_dir("cli_stories") + "/out.txt";
+  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata generate -m " + stories() +
+                          " --temperature 0 --max-tokens 256 > " + out_path + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_EQ(read_file(out_path), expected);
+}
+
+TEST(Cli, GenerateJsonReportsIdsTextAndFinishReason) {
+  const CliResult r = strata_cli("generate -m " + stories() + " -t 0 -n 12 --json --prompt 'Once upon a time'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["ids"].size(), 12u);
+  EXPECT_EQ(j["finish_reason"], "length");
+  EXPECT_EQ(j["prompt_ids"][0], 1);  // BOS added by the llama vocabulary
+  EXPECT_FALSE(j["text"].get<std::string>().empty());
+}
+
+TEST(Cli, SeededSamplingIsReproducible) {
+  const std::string args = "generate -m " + stories() + " -t 1.0 -n 20 --seed 7 --json";
+  const CliResult a = strata_cli(args), b = strata_cli(args);
+  ASSERT_EQ(a.exit_code, 0) << a.out;
+  EXPECT_EQ(Json::parse(a.out)["ids"], Json::parse(b.out)["ids"]);
+  const CliResult c = strata_cli("generate -m " + stories() + " -t 1.0 -n 20 --seed 8 --json");
+  EXPECT_NE(Json::parse(a.out)["ids"], Json::parse(c.out)["ids"]);
+}
+
+TEST(Cli, TokenizeRoundTrips) {
+  const CliResult enc = strata_cli("tokenize --tokenizer " + stories() + " --text 'Lily saw a ball.' --json");
+  ASSERT_EQ(enc.exit_code, 0) << enc.out;
+  const Json ids = Json::parse(enc.out)["ids"];
+  ASSERT_FALSE(ids.empty());
+  std::string list;
+  for (const auto& id : ids) list += std::to_string(id.get<int>()) + ",";
+  const CliResult dec = strata_cli("tokenize --tokenizer " + stories() + " --decode '" + list + "'");
+  ASSERT_EQ(dec.exit_code, 0) << dec.out;
+  EXPECT_EQ(dec.out, "Lily saw a ball.\n");
+}
+
+TEST(Cli, InfoDescribesTheModel) {
+  const CliResult r = strata_cli("info -m " + stories() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["family"], "llama");
+  EXPECT_EQ(j["layers"], 5);
+  EXPECT_EQ(j["vocab_size"], 512);
+}
+
+TEST(Cli, MissingModelIsAClearError) {
+  const CliResult r = strata_cli("generate -m /nonexistent/model --prompt hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("error:"), std::string::npos);
+  EXPECT_NE(r.out.find("/nonexistent/model"), std::string::npos);
+}
+
+TEST(Cli, CorruptModelIsAClearError) {
+  const std::string dir = test::scratch_dir("cli_corrupt");
+  { std::ofstream(dir + "/config.json") << "{\"model_type\": \"llama\", \"vocab_size\": "; }
+  const CliResult r = strata_cli("info -m " + dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("invalid JSON"), std::string::npos) << r.out;
+
+  const std::string bad_gguf = dir + "/bad.gguf";
+  { std::ofstream(bad_gguf) << "GGUF\x03\x00\x00\x00garbage"; }
+  const CliResult g = strata_cli("generate -m " + bad_gguf + " --prompt hi");
+  EXPECT_EQ(g.exit_code, 1);
+  EXPECT_NE(g.out.find("error:"), std::string::npos) << g.out;
+}
+
+TEST(Cli, BadUsageExitsWithTwo) {
+  EXPECT_EQ(strata_cli("generate --prompt hi").exit_code, 2);       // no --model
+  EXPECT_EQ(strata_cli("generate -m x --quantize q5").exit_code, 2);  // not q4/q8
+  EXPECT_EQ(strata_cli("frobnicate").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace strata
