@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "packed codes are read as little-endian bytes");
+
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 #include "formats/mlx_quant.h"
@@ -56,6 +58,38 @@ inline float dot(const float* a, const float* b, int n) {
   return s;
 }
 
+// 8-bit codes are whole bytes, element j = byte j (LSB-first stream on a little-endian host).
+inline float dot_u8(const uint8_t* q, const float* x, int n) {
+  float acc[16] = {};
+  for (int i = 0; i < n; i += 16)
+    for (int k = 0; k < 16; ++k) acc[k] += static_cast<float>(q[i + k]) * x[i + k];
+  float s = 0.0f;
+  for (float v : acc) s += v;
+  return s;
+}
+
+// 4-bit codes: byte j holds elements 2j (low nibble) and 2j+1 (high). xp is x permuted per block of
+// 32 (even elements, then odd ones) so both halves read x contiguously.
+inline float dot_u4(const uint8_t* q, const float* xp, int n) {
+  float acc[16] = {};
+  for (int i = 0; i < n; i += 32) {
+    const uint8_t* b = q + i / 2;
+    for (int k = 0; k < 16; ++k)
+      acc[k] += static_cast<float>(b[k] & 0xf) * xp[i + k] + static_cast<float>(b[k] >> 4) * xp[i + 16 + k];
+  }
+  float s = 0.0f;
+  for (float v : acc) s += v;
+  return s;
+}
+
+void permute_for_u4(const float* x, int64_t n, float* xp) {
+  for (int64_t base = 0; base < n; base += 32)
+    for (int k = 0; k < 16; ++k) {
+      xp[base + k] = x[base + 2 * k];
+      xp[base + 16 + k] = x[base + 2 * k + 1];
+    }
+}
+
 void check_quantized(const Weight& w) {
   check(w.scales.dtype == DType::kF32 && w.biases.dtype == DType::kF32, ErrorKind::kInternal,
         "CPU quantized matmul expects F32 scales and biases");
@@ -75,6 +109,11 @@ void matmul_quantized_fused(const float* x, int64_t T, const Weight& w, float* o
       for (int j = 0; j < gs; ++j) s += x[t * K + g * gs + j];
       xsum[t * G + g] = s;
     }
+  std::vector<float> xp;
+  if (bits == 4) {
+    xp.resize(static_cast<size_t>(T * K));
+    for (int64_t t = 0; t < T; ++t) permute_for_u4(x + t * K, K, xp.data() + t * K);
+  }
   const auto* codes = w.w.as<const uint32_t>();
   const auto* scales = w.scales.as<const float>();
   const auto* biases = w.biases.as<const float>();
@@ -85,11 +124,20 @@ void matmul_quantized_fused(const float* x, int64_t T, const Weight& w, float* o
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       const uint32_t* row = codes + n * words_per_row;
+      const auto* bytes = reinterpret_cast<const uint8_t*>(row);
       std::fill(acc, acc + T, 0.0f);
       for (int64_t g = 0; g < G; ++g) {
-        unpack_group(row, g * gs, gs, bits, q);
         const float s = scales[n * G + g], b = biases[n * G + g];
-        for (int64_t t = 0; t < T; ++t) acc[t] += s * dot(q, x + t * K + g * gs, gs) + b * xsum[t * G + g];
+        if (bits == 8) {
+          for (int64_t t = 0; t < T; ++t)
+            acc[t] += s * dot_u8(bytes + g * gs, x + t * K + g * gs, gs) + b * xsum[t * G + g];
+        } else if (bits == 4) {
+          for (int64_t t = 0; t < T; ++t)
+            acc[t] += s * dot_u4(bytes + g * gs / 2, xp.data() + t * K + g * gs, gs) + b * xsum[t * G + g];
+        } else {
+          unpack_group(row, g * gs, gs, bits, q);
+          for (int64_t t = 0; t < T; ++t) acc[t] += s * dot(q, x + t * K + g * gs, gs) + b * xsum[t * G + g];
+        }
       }
       for (int64_t t = 0; t < T; ++t) out[t * N + n] = acc[t];
     }
