@@ -103,26 +103,30 @@ float f8e4m3_to_f32(uint8_t v) {
 
 float f8e5m2_to_f32(uint8_t v) { return f16_to_f32(static_cast<uint16_t>(v) << 8); }
 
+namespace {
+// Element i of a possibly unaligned array (mapped files need not align their tensors).
+template <typename T>
+inline T load(const void* base, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(base) + i * sizeof(T), sizeof(T));
+  return v;
+}
+}  // namespace
+
 void convert_to_f32(DType dtype, const void* src, float* dst, size_t n) {
   switch (dtype) {
     case DType::kF32:
       std::memcpy(dst, src, n * 4);
       return;
-    case DType::kBF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load<uint16_t>(src, i));
       return;
-    }
-    case DType::kF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load<uint16_t>(src, i));
       return;
-    }
-    case DType::kF64: {
-      const auto* s = static_cast<const double*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+    case DType::kF64:
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load<double>(src, i));
       return;
-    }
     case DType::kF8E4M3: {
       const auto* s = static_cast<const uint8_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = f8e4m3_to_f32(s[i]);

@@ -104,7 +104,7 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
           "{}: expected a model directory (config.json + *.safetensors) or a .gguf file", path);
     auto gguf = std::make_shared<formats::GgufFile>(path);
     ModelConfig config = config_from_gguf(*gguf);
-    std::string fp = fingerprint_of(gguf->metadata().dump() + load_variant(options), [&](auto&& add) {
+    std::string fp = fingerprint_of(gguf->metadata().dump(-1, ' ', false, Json::error_handler_t::replace) + load_variant(options), [&](auto&& add) {
       for (const auto& t : gguf->tensors())
         add(t.name, formats::ggml_type_name(t.type), t.shape().str(), t.data, t.nbytes);
     });

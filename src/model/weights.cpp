@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include "core/error.h"
 
 namespace strata::model {
@@ -62,7 +65,15 @@ backend::Weight WeightLoader::matrix(const std::string& prefix, bool allow_quant
     check(codes.dim(1) * 32 % params->bits == 0 && cols == scales.dim(1) * params->group_size,
           ErrorKind::kInvalidInput, "{}: packed shape {} does not match bits {} group {} and scales {}", prefix,
           codes.shape.str(), params->bits, params->group_size, scales.shape.str());
-    w.w = codes;
+    // Mapped data sits wherever the file put it (safetensors headers need not pad to 4 bytes):
+    // copy the codes when they are not aligned for uint32 reads.
+    if (reinterpret_cast<uintptr_t>(codes.data) % alignof(uint32_t) != 0) {
+      HostTensor aligned(codes.dtype, codes.shape);
+      std::memcpy(aligned.as<void>(), codes.data, codes.nbytes());
+      w.w = own(std::move(aligned));
+    } else {
+      w.w = codes;
+    }
     w.scales = own_f32(scales);
     w.biases = own_f32(biases);
     w.bits = params->bits;
