@@ -116,28 +116,9 @@ struct Crafted {
   }
 };
 
-// Writes without fsync: the truncation tests write thousands of small files.
-std::string write_plain(const std::string& path, std::string_view bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  f.close();
-  if (!f) throw std::runtime_error("cannot write " + path);
-  return path;
-}
+std::string write_plain(const std::string& path, std::string_view bytes) { return test::write_bytes(path, bytes); }
 
-template <typename Fn>
-void expect_error(Fn fn, ErrorKind kind, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const auto& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message lacks '" << part << "': " << e.what();
-    }
-  }
-}
+using test::expect_error;
 
 std::string f32_bytes(std::initializer_list<float> values) {
   std::string out;

@@ -29,30 +29,11 @@ std::string with_length_prefix(const std::string& header, const std::string& dat
   return out + header + data;
 }
 
-// Writes without fsync: the truncation and corruption tests write thousands of small files.
 std::string write_raw(const std::string& dir, const std::string& name, const std::string& bytes) {
-  const std::string path = dir + "/" + name;
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  f.close();
-  if (!f) throw std::runtime_error("cannot write " + path);
-  return path;
+  return test::write_bytes(dir + "/" + name, bytes);
 }
 
-// Runs fn, expecting strata::Error of `kind` whose message contains every one of `parts`.
-template <typename Fn>
-void expect_error(Fn fn, ErrorKind kind, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const auto& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message lacks '" << part << "': " << e.what();
-    }
-  }
-}
+using test::expect_error;
 
 template <typename T>
 Tensor view_of(std::vector<T>& v, DType dtype, Shape shape) {

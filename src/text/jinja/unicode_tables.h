@@ -1,4 +1,4 @@
-// Unicode data for Python's str semantics (see gen_unicode_tables.py, which generates
+// Unicode data for Python's str semantics (see tools/gen_jinja_unicode_tables.py, which generates
 // unicode_tables.cpp from CPython's unicodedata): general categories, character properties as
 // flip-point lists, and full case mappings.
 #pragma once

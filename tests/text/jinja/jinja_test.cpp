@@ -1,5 +1,5 @@
 // Checks the Jinja engine against Jinja2 on the small language cases in jinja_goldens.json
-// (made by make_jinja_goldens.py with Jinja2 configured as Hugging Face transformers does).
+// (made by tools/make_jinja_goldens.py with Jinja2 configured as Hugging Face transformers does).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -297,7 +297,7 @@ def main():
             c["output"] = env.from_string(c["template"]).render(**c["context"])
         except Exception as e:  # the exact Python exception is the golden
             c["error"] = f"{type(e).__name__}: {e}"
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jinja_goldens.json")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "text", "jinja", "jinja_goldens.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"generator": f"make_jinja_goldens.py with Jinja2 {jinja2.__version__}",
                    "cases": CASES}, f, ensure_ascii=False, indent=1)
