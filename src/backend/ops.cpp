@@ -2,25 +2,19 @@
 // backend. Only the CPU backend exists in this build unless STRATA_CUDA is on.
 #include "backend/ops.h"
 
+#include <cstring>
+
 #include "backend/cpu/cpu_ops.h"
-#include "core/error.h"
+#include "backend/dispatch.h"
 #ifdef STRATA_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
 #endif
 
 namespace strata::backend {
 
+using detail::require_cpu;
 namespace {
-void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors) {
-    check(t->device == Device::kCpu, ErrorKind::kUnsupported,
-          "op {}: tensors on this device are not supported by this build", op);
-  }
-}
-void require_f32(const char* op, const Tensor& t) {
-  check(t.dtype == DType::kF32, ErrorKind::kInternal, "op {}: expected F32, got {}", op,
-        dtype_name(t.dtype));
-}
+void require_f32(const char* op, const Tensor& t) { detail::require_f32(op, {&t}); }
 }  // namespace
 
 void embedding(const Weight& table, std::span<const int32_t> ids, const Tensor& out) {
@@ -108,6 +102,32 @@ void copy_rows(const Tensor& src, const Tensor& dst, int64_t dst_row) {
         ErrorKind::kInternal, "copy_rows: src {} into dst {} at row {}", src.shape.str(),
         dst.shape.str(), dst_row);
   cpu::copy_rows(src, dst, dst_row);
+}
+
+void zero(const Tensor& x) {
+  require_cpu("zero", {&x});
+  std::memset(x.data, 0, x.nbytes());
+}
+
+void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) {
+  require_cpu("sigmoid_mul", {&x, &gate, &out});
+  check(x.numel() == gate.numel() && x.numel() == out.numel(), ErrorKind::kInternal, "sigmoid_mul: shapes {} {} {}",
+        x.shape.str(), gate.shape.str(), out.shape.str());
+  cpu::sigmoid_mul(x, gate, out);
+}
+
+void split_columns(const Tensor& x, std::span<const Tensor> outs) {
+  require_cpu("split_columns", {&x});
+  int64_t width = 0;
+  for (const Tensor& o : outs) {
+    require_cpu("split_columns", {&o});
+    check(o.rank() == 2 && o.dim(0) == x.dim(0) && o.dtype == x.dtype, ErrorKind::kInternal,
+          "split_columns: output {} for x {}", o.shape.str(), x.shape.str());
+    width += o.dim(1);
+  }
+  check(x.rank() == 2 && width == x.dim(1), ErrorKind::kInternal, "split_columns: widths sum to {} for x {}", width,
+        x.shape.str());
+  cpu::split_columns(x, outs);
 }
 
 }  // namespace strata::backend

@@ -52,4 +52,13 @@ void add(const Tensor& a, const Tensor& b);
 // Copies rows of `src` into `dst` starting at row `dst_row` (same row width; used for caches).
 void copy_rows(const Tensor& src, const Tensor& dst, int64_t dst_row);
 
+// x = 0.
+void zero(const Tensor& x);
+
+// out = x ⊙ sigmoid(gate), elementwise (in place on x is allowed).
+void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out);
+
+// Splits each row of x ([rows, Σ widths]) into consecutive column blocks: outs[i] is [rows, width_i].
+void split_columns(const Tensor& x, std::span<const Tensor> outs);
+
 }  // namespace strata::backend

@@ -72,7 +72,84 @@ RopeConfig parse_rope(const Json& cfg) {
   return rope;
 }
 
+int64_t int_or(const Json& j, const char* key, int64_t fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  check(it->is_number_integer() && it->get<int64_t>() >= 0, ErrorKind::kInvalidInput,
+        "config.json: '{}' must be a non-negative integer", key);
+  return it->get<int64_t>();
+}
+
+// layer_types, or every full_attention_interval-th layer (the last of each group) is attention.
+std::vector<LayerKind> parse_layer_kinds(const Json& cfg, int64_t num_layers) {
+  std::vector<LayerKind> kinds;
+  if (auto it = cfg.find("layer_types"); it != cfg.end() && it->is_array()) {
+    check(static_cast<int64_t>(it->size()) == num_layers, ErrorKind::kInvalidInput,
+          "config.json: layer_types has {} entries for {} layers", it->size(), num_layers);
+    for (const auto& t : *it) {
+      const std::string name = t.is_string() ? t.get<std::string>() : "";
+      if (name == "linear_attention" || name == "linear") {
+        kinds.push_back(LayerKind::kLinearAttention);
+      } else if (name == "full_attention" || name == "attention") {
+        kinds.push_back(LayerKind::kFullAttention);
+      } else {
+        fail(ErrorKind::kInvalidInput, "config.json: unknown layer type {}", t.dump());
+      }
+    }
+    return kinds;
+  }
+  const int64_t interval = int_or(cfg, "full_attention_interval", 4);
+  check(interval > 0, ErrorKind::kInvalidInput, "config.json: full_attention_interval must be positive");
+  for (int64_t i = 0; i < num_layers; ++i)
+    kinds.push_back((i + 1) % interval == 0 ? LayerKind::kFullAttention : LayerKind::kLinearAttention);
+  return kinds;
+}
+
+void parse_hybrid(const Json& cfg, ModelConfig& c) {
+  c.layer_kinds = parse_layer_kinds(cfg, c.num_layers);
+  LinearAttentionConfig& la = c.linear;
+  la.key_heads = require_int(cfg, "linear_num_key_heads");
+  la.value_heads = require_int(cfg, "linear_num_value_heads");
+  la.key_dim = require_int(cfg, "linear_key_head_dim");
+  la.value_dim = require_int(cfg, "linear_value_head_dim");
+  la.conv_kernel = require_int(cfg, "linear_conv_kernel_dim");
+  check(la.value_heads % la.key_heads == 0, ErrorKind::kInvalidInput,
+        "config.json: linear_num_value_heads {} is not a multiple of linear_num_key_heads {}", la.value_heads,
+        la.key_heads);
+  check(get_or<bool>(cfg, "attn_output_gate", true), ErrorKind::kUnsupported,
+        "config.json: attn_output_gate=false is not a Qwen3.5 configuration");
+  MoeConfig& moe = c.moe;
+  moe.num_experts = int_or(cfg, "num_experts", 0);
+  if (moe.num_experts > 0) {
+    moe.top_k = require_int(cfg, "num_experts_per_tok");
+    moe.expert_intermediate = require_int(cfg, "moe_intermediate_size");
+    moe.shared_intermediate = int_or(cfg, "shared_expert_intermediate_size", 0);
+    check(moe.top_k <= moe.num_experts, ErrorKind::kInvalidInput,
+          "config.json: num_experts_per_tok {} exceeds num_experts {}", moe.top_k, moe.num_experts);
+    // Qwen3.5-MoE always renormalises and has no sparse step; Qwen3-Next reads both.
+    const bool next = c.model_type == "qwen3_next";
+    moe.norm_topk = next ? get_or<bool>(cfg, "norm_topk_prob", true) : true;
+    moe.sparse_step = next ? int_or(cfg, "decoder_sparse_step", 1) : 1;
+    check(moe.sparse_step > 0, ErrorKind::kInvalidInput, "config.json: decoder_sparse_step must be positive");
+    if (next)
+      if (auto it = cfg.find("mlp_only_layers"); it != cfg.end() && it->is_array())
+        for (const auto& l : *it)
+          if (l.is_number_integer()) moe.mlp_only_layers.push_back(l.get<int64_t>());
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    check(c.is_moe_layer(l) || c.intermediate_size > 0, ErrorKind::kInvalidInput,
+          "config.json: 'intermediate_size' is missing (layer {} has a dense FFN)", l);
+  c.mtp_layers = int_or(cfg, "mtp_num_hidden_layers", int_or(cfg, "num_nextn_predict_layers", 0));
+}
+
 }  // namespace
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  if (moe.num_experts == 0) return false;
+  if (std::find(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), layer) != moe.mlp_only_layers.end())
+    return false;
+  return (layer + 1) % moe.sparse_step == 0;
+}
 
 int64_t ModelConfig::rotary_dim() const {
   return static_cast<int64_t>(static_cast<double>(head_dim) * rope.partial_rotary_factor);
@@ -91,7 +168,7 @@ ModelConfig parse_model_config(const Json& root) {
     c.family = Family::kQwen35;
   } else {
     fail(ErrorKind::kUnsupported, "config.json: model_type '{}' is not supported (supported: llama, qwen2, "
-         "qwen3, mistral)", c.model_type);
+         "qwen3, mistral, qwen3_5, qwen3_5_moe, qwen3_next)", c.model_type);
   }
   c.vocab_size = require_int(cfg, "vocab_size");
   c.hidden_size = require_int(cfg, "hidden_size");
@@ -117,11 +194,12 @@ ModelConfig parse_model_config(const Json& root) {
   // The wrapper's own flag counts too (Qwen3.5 multimodal configs).
   c.tie_word_embeddings = get_or<bool>(cfg, "tie_word_embeddings", get_or<bool>(root, "tie_word_embeddings", false));
   c.attention_bias = get_or<bool>(cfg, "attention_bias", c.model_type == "qwen2");
-  c.qk_norm = c.model_type == "qwen3";
+  c.qk_norm = c.model_type == "qwen3" || c.family == Family::kQwen35;
   if (auto it = cfg.find("bos_token_id"); it != cfg.end() && it->is_number_integer()) c.bos_token_id = it->get<int32_t>();
   if (auto it = cfg.find("eos_token_id"); it != cfg.end()) add_ids(*it, c.eos_token_ids);
   if (&cfg != &root)
     if (auto it = root.find("eos_token_id"); it != root.end()) add_ids(*it, c.eos_token_ids);
+  if (c.family == Family::kQwen35) parse_hybrid(cfg, c);
   return c;
 }
 

@@ -13,6 +13,30 @@ namespace strata::model {
 
 enum class Family { kDense, kQwen35 };
 
+// Token mixer of one layer of a hybrid model.
+enum class LayerKind { kFullAttention, kLinearAttention };
+
+// Gated DeltaNet ("linear_attention") dimensions of Qwen3.5 / Qwen3-Next.
+struct LinearAttentionConfig {
+  int64_t key_heads = 0;    // Hk
+  int64_t value_heads = 0;  // Hv, a multiple of Hk
+  int64_t key_dim = 0;      // dk
+  int64_t value_dim = 0;    // dv
+  int64_t conv_kernel = 0;  // Kc
+  int64_t conv_dim() const { return 2 * key_heads * key_dim + value_heads * value_dim; }
+};
+
+// Mixture-of-experts FFN (Qwen3.5-MoE on every layer; Qwen3-Next on the sparse-step layers).
+struct MoeConfig {
+  int64_t num_experts = 0;  // 0: dense FFN everywhere
+  int64_t top_k = 0;
+  int64_t expert_intermediate = 0;
+  int64_t shared_intermediate = 0;  // 0: no shared expert
+  bool norm_topk = true;
+  int64_t sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+};
+
 struct RopeConfig {
   std::string type = "default";  // default | linear | dynamic | yarn | llama3
   double theta = 10000.0;
@@ -52,7 +76,14 @@ struct ModelConfig {
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
 
+  // Hybrid (Family::kQwen35) only.
+  std::vector<LayerKind> layer_kinds;  // one per layer
+  LinearAttentionConfig linear;
+  MoeConfig moe;
+  int64_t mtp_layers = 0;  // multi-token-prediction blocks in the checkpoint (used for drafting)
+
   int64_t rotary_dim() const;
+  bool is_moe_layer(int64_t layer) const;
 };
 
 // Parses config.json (the text part: a nested "text_config" wins over the top level).

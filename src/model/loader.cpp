@@ -9,6 +9,7 @@
 #include "core/mmap.h"
 #include "model/dense.h"
 #include "model/model.h"
+#include "model/qwen35.h"
 
 namespace strata::model {
 
@@ -89,10 +90,9 @@ std::unique_ptr<Model> build(ModelConfig config, std::unique_ptr<WeightLoader> w
     case Family::kDense:
       return make_dense_model(std::move(config), std::move(weights), std::move(fingerprint));
     case Family::kQwen35:
-      break;
+      return make_qwen35_model(std::move(config), std::move(weights), std::move(fingerprint));
   }
-  fail(ErrorKind::kUnsupported, "model family '{}' is recognised but not implemented in this build",
-       config.model_type);
+  fail(ErrorKind::kInternal, "unknown model family for '{}'", config.model_type);
 }
 
 }  // namespace

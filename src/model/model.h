@@ -39,6 +39,7 @@ struct ModelInfo {
   size_t state_bytes_per_token = 0;  // KV cache growth
   size_t state_bytes_fixed = 0;      // recurrent state per sequence
   std::string quantization;
+  int64_t mtp_layers = 0;  // multi-token-prediction blocks loaded (for speculative decoding)
 };
 
 class Model {

@@ -48,21 +48,66 @@ Tensor WeightLoader::own_f32(const Tensor& t) {
 }
 
 backend::Weight WeightLoader::matrix(const std::string& prefix, bool allow_quantize) {
+  return load_weight(prefix + ".weight", prefix, allow_quantize, 2);
+}
+
+std::vector<backend::Weight> WeightLoader::stacked(const std::string& weight_name, const std::string& prefix,
+                                                   bool allow_quantize) {
+  check(!gguf_, ErrorKind::kUnsupported, "stacked expert tensors are not supported in GGUF files");
+  const int64_t experts = store_->get(weight_name).dim(0);
+  backend::Weight all = load_weight(weight_name, prefix, allow_quantize, 3);
+  const int64_t n = all.rows() / experts;
+  std::vector<backend::Weight> out;
+  for (int64_t e = 0; e < experts; ++e) {
+    backend::Weight w = all;
+    w.w = all.w.rows(e * n, (e + 1) * n);
+    if (all.quantized()) {
+      w.scales = all.scales.rows(e * n, (e + 1) * n);
+      w.biases = all.biases.rows(e * n, (e + 1) * n);
+    }
+    out.push_back(w);
+  }
+  return out;
+}
+
+backend::Weight WeightLoader::select_rows(const backend::Weight& w, std::span<const int64_t> rows) {
+  auto pick = [&](const Tensor& t) {
+    const int64_t n = static_cast<int64_t>(rows.size());
+    HostTensor out(t.dtype, {n, t.dim(1)});
+    const size_t row_bytes = t.nbytes() / static_cast<size_t>(t.dim(0));
+    for (int64_t i = 0; i < n; ++i) {
+      check(rows[i] >= 0 && rows[i] < t.dim(0), ErrorKind::kInternal, "select_rows: row {} of {}", rows[i], t.dim(0));
+      std::memcpy(static_cast<char*>(out.as<void>()) + i * row_bytes,
+                  static_cast<const char*>(t.data) + rows[i] * row_bytes, row_bytes);
+    }
+    return own(std::move(out));
+  };
+  backend::Weight out = w;
+  out.w = pick(w.w);
+  if (w.quantized()) {
+    out.scales = pick(w.scales);
+    out.biases = pick(w.biases);
+  }
+  return out;
+}
+
+backend::Weight WeightLoader::load_weight(const std::string& weight_name, const std::string& prefix,
+                                          bool allow_quantize, int rank) {
   backend::Weight w;
-  const std::string weight_name = prefix + ".weight";
+  auto flatten = [](const Tensor& t) { return t.reshaped({t.numel() / t.dim(-1), t.dim(-1)}); };
   if (!gguf_ && store_->contains(prefix + ".scales")) {
     const Tensor& codes = store_->get(weight_name);
     const Tensor& scales = store_->get(prefix + ".scales");
     const Tensor& biases = store_->get(prefix + ".biases");
-    check(codes.dtype == DType::kU32 && codes.rank() == 2 && scales.rank() == 2 && scales.shape == biases.shape &&
-              scales.dim(0) == codes.dim(0),
+    check(codes.dtype == DType::kU32 && codes.rank() == rank && scales.rank() == rank && scales.shape == biases.shape &&
+              scales.numel() / scales.dim(-1) == codes.numel() / codes.dim(-1),
           ErrorKind::kInvalidInput, "{}: malformed quantized tensor (weight {} {}, scales {})", prefix,
           dtype_name(codes.dtype), codes.shape.str(), scales.shape.str());
     std::optional<formats::QuantParams> params = quant_config_.for_module(prefix);
     check(params.has_value(), ErrorKind::kInvalidInput,
           "{}: has scales but config.json has no quantization parameters for it", prefix);
-    const int64_t cols = codes.dim(1) * 32 / params->bits;
-    check(codes.dim(1) * 32 % params->bits == 0 && cols == scales.dim(1) * params->group_size,
+    const int64_t cols = codes.dim(-1) * 32 / params->bits;
+    check(codes.dim(-1) * 32 % params->bits == 0 && cols == scales.dim(-1) * params->group_size,
           ErrorKind::kInvalidInput, "{}: packed shape {} does not match bits {} group {} and scales {}", prefix,
           codes.shape.str(), params->bits, params->group_size, scales.shape.str());
     // Mapped data sits wherever the file put it (safetensors headers need not pad to 4 bytes):
@@ -70,28 +115,28 @@ backend::Weight WeightLoader::matrix(const std::string& prefix, bool allow_quant
     if (reinterpret_cast<uintptr_t>(codes.data) % alignof(uint32_t) != 0) {
       HostTensor aligned(codes.dtype, codes.shape);
       std::memcpy(aligned.as<void>(), codes.data, codes.nbytes());
-      w.w = own(std::move(aligned));
+      w.w = flatten(own(std::move(aligned)));
     } else {
-      w.w = codes;
+      w.w = flatten(codes);
     }
-    w.scales = own_f32(scales);
-    w.biases = own_f32(biases);
+    w.scales = flatten(own_f32(scales));
+    w.biases = flatten(own_f32(biases));
     w.bits = params->bits;
     w.group_size = params->group_size;
     seen_quant_ = params;
   } else {
     const Tensor& t = raw(weight_name);
-    check(t.rank() == 2, ErrorKind::kInvalidInput, "{}: expected a matrix, got shape {}", weight_name,
-          t.shape.str());
-    if (options_.quantize && allow_quantize && t.dim(1) % options_.quantize->group_size == 0) {
+    check(t.rank() == rank, ErrorKind::kInvalidInput, "{}: expected a rank-{} tensor, got shape {}", weight_name,
+          rank, t.shape.str());
+    if (options_.quantize && allow_quantize && t.dim(-1) % options_.quantize->group_size == 0) {
       formats::QuantizedMatrix q = formats::quantize_affine(t, *options_.quantize);
       w.bits = q.params.bits;
       w.group_size = q.params.group_size;
-      w.scales = own_f32(q.scales.view());
-      w.biases = own_f32(q.biases.view());
-      w.w = own(std::move(q.weight));
+      w.scales = flatten(own_f32(q.scales.view()));
+      w.biases = flatten(own_f32(q.biases.view()));
+      w.w = flatten(own(std::move(q.weight)));
     } else {
-      w.w = own_f32(t);
+      w.w = flatten(own_f32(t));
     }
   }
   parameter_count_ += w.rows() * w.cols();

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ class WeightLoader {
   // A matrix "prefix" ("model.layers.0.self_attn.q_proj"): reads prefix.weight (+ .scales/.biases
   // when MLX-quantized). Float matrices are quantized when LoadOptions asks and cols allow.
   backend::Weight matrix(const std::string& prefix, bool allow_quantize = true);
+  // A stack of E matrices in one tensor ([E, N, K]): `weight_name` (HF fused experts, e.g.
+  // "...experts.gate_up_proj") or prefix.weight/.scales/.biases (MLX switch_mlp). One view each.
+  std::vector<backend::Weight> stacked(const std::string& weight_name, const std::string& prefix,
+                                       bool allow_quantize = true);
+  // A copy of w holding the given rows, in that order (reorders fused projections).
+  backend::Weight select_rows(const backend::Weight& w, std::span<const int64_t> rows);
   // A float tensor by full name, converted to F32.
   Tensor vector(const std::string& name);
   std::optional<Tensor> optional_vector(const std::string& name);
@@ -45,6 +52,9 @@ class WeightLoader {
 
  private:
   const Tensor& raw(const std::string& name);
+  // prefix's weight (named weight_name) as one matrix: leading dims of a rank-`rank` tensor become rows.
+  backend::Weight load_weight(const std::string& weight_name, const std::string& prefix, bool allow_quantize,
+                              int rank);
   Tensor own_f32(const Tensor& t);
   Tensor own(HostTensor t);
 

@@ -45,6 +45,7 @@ struct GoldenRun {
   float max_ref_logit = 0.0f;    // max |reference logit|, for relative tolerances
   std::vector<float> ref_margin; // reference top-1 minus top-2 logit at each greedy step
   float prompt_max_diff = 0.0f;  // over every prompt position's logits
+  float prompt_mean_diff = 0.0f; // mean |Δlogit| over every prompt position's logits
   float decode_max_diff = 0.0f;  // over the logits that chose each greedy token
   std::vector<int32_t> greedy;   // our greedy tokens (decoded one at a time with the cache)
 };
@@ -60,6 +61,9 @@ inline GoldenRun run_golden(model::Model& m, const Golden& g, int64_t prefill_ch
   if (prefill_chunk <= 0) {
     m.forward(g.prompt, state, all, true);
     r.prompt_max_diff = max_abs_diff(all.as<float>(), g.prompt_logits.as<float>(), T * V);
+    double sum = 0.0;
+    for (int64_t i = 0; i < T * V; ++i) sum += std::fabs(all.as<float>()[i] - g.prompt_logits.as<float>()[i]);
+    r.prompt_mean_diff = static_cast<float>(sum / static_cast<double>(T * V));
     std::copy(all.as<float>() + (T - 1) * V, all.as<float>() + T * V, last.as<float>());
   } else {
     for (int64_t p = 0; p < T; p += prefill_chunk) {

@@ -2,6 +2,8 @@
 // readable reference the CUDA ops are tested against; OpenMP spreads rows over cores.
 #pragma once
 
+#include "backend/gdn.h"
+#include "backend/moe.h"
 #include "backend/ops.h"
 
 namespace strata::backend::cpu {
@@ -16,6 +18,23 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, in
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Tensor& a, const Tensor& b);
 void copy_rows(const Tensor& src, const Tensor& dst, int64_t dst_row);
+
+void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out);
+void split_columns(const Tensor& x, std::span<const Tensor> outs);
+
+void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& window, const Tensor& out);
+void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
+               const Tensor& beta);
+void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out);
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                      const Tensor& state, const Tensor& out, DeltaRuleForm form);
+void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);
+
+void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights);
+void gather_rows(const Tensor& src, std::span<const int32_t> rows, const Tensor& out);
+void scatter_add_rows(const Tensor& src, std::span<const int32_t> rows, std::span<const float> scale,
+                      const Tensor& dst);
+void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate);
 
 // Dequantizes rows [row0, row0 + n) of a quantized weight into dst ([n, cols] F32).
 void dequantize_rows(const Weight& w, int64_t row0, int64_t n, float* dst);

@@ -67,4 +67,26 @@ void copy_rows(const Tensor& src, const Tensor& dst, int64_t dst_row) {
   std::memcpy(static_cast<char*>(dst.data) + row_bytes * static_cast<size_t>(dst_row), src.data, src.nbytes());
 }
 
+void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) {
+  const int64_t n = x.numel();
+  const float* px = x.as<const float>();
+  const float* pg = gate.as<const float>();
+  float* o = out.as<float>();
+  for (int64_t i = 0; i < n; ++i) o[i] = px[i] / (1.0f + std::exp(-pg[i]));
+}
+
+void split_columns(const Tensor& x, std::span<const Tensor> outs) {
+  const int64_t rows = x.dim(0), width = x.dim(1);
+  const size_t es = dtype_size(x.dtype);
+  const char* src = static_cast<const char*>(x.data);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t col = 0;
+    for (const Tensor& o : outs) {
+      const int64_t w = o.dim(1);
+      std::memcpy(static_cast<char*>(o.data) + r * w * es, src + (r * width + col) * es, w * es);
+      col += w;
+    }
+  }
+}
+
 }  // namespace strata::backend::cpu

@@ -1,0 +1,63 @@
+// CPU mixture-of-experts ops: fp32 router softmax with top-k, row gather/scatter, gated shared expert.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+
+namespace strata::backend::cpu {
+
+void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights) {
+  const int64_t T = logits.dim(0), E = logits.dim(1);
+  const float* pl = logits.as<const float>();
+  int32_t* pi = ids.as<int32_t>();
+  float* pw = weights.as<float>();
+  std::vector<float> p(E);
+  std::vector<int32_t> order(E);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* l = pl + t * E;
+    const float mx = *std::max_element(l, l + E);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < E; ++e) sum += p[e] = std::exp(l[e] - mx);
+    for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float top = 0.0f;
+    for (int64_t i = 0; i < k; ++i) top += p[order[i]];
+    for (int64_t i = 0; i < k; ++i) {
+      pi[t * k + i] = order[i];
+      pw[t * k + i] = renormalize ? p[order[i]] / top : p[order[i]];
+    }
+  }
+}
+
+void gather_rows(const Tensor& src, std::span<const int32_t> rows, const Tensor& out) {
+  const int64_t C = src.dim(-1);
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(out.as<float>() + i * C, src.as<const float>() + rows[i] * C, C * sizeof(float));
+}
+
+void scatter_add_rows(const Tensor& src, std::span<const int32_t> rows, std::span<const float> scale,
+                      const Tensor& dst) {
+  const int64_t C = src.dim(-1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const float* s = src.as<const float>() + i * C;
+    float* d = dst.as<float>() + rows[i] * C;
+    for (int64_t c = 0; c < C; ++c) d[c] += scale[i] * s[c];
+  }
+}
+
+void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate) {
+  const int64_t rows = gate.numel(), C = x.numel() / rows;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = 1.0f / (1.0f + std::exp(-gate.as<const float>()[r]));
+    float* px = x.as<float>() + r * C;
+    const float* py = y.as<const float>() + r * C;
+    for (int64_t c = 0; c < C; ++c) px[c] += s * py[c];
+  }
+}
+
+}  // namespace strata::backend::cpu

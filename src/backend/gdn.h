@@ -1,0 +1,37 @@
+// Ops of the Gated DeltaNet ("linear attention") mixer of Qwen3.5 / Qwen3-Next: the causal conv
+// window, the gates, the L2 norm, the gated delta rule (recurrent and chunked forms) and the gated
+// RMSNorm. Same contract as backend/ops.h: F32 views, outputs allocated by the caller.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace strata::backend {
+
+// Causal depthwise conv1d over T new rows, then SiLU. x: [T, C]; weight: [C, K], where tap K-1
+// multiplies the current row; window: [K-1, C], the K-1 rows of x before these (oldest first,
+// zeros at the start of a sequence), advanced in place to the last K-1 rows; out: [T, C], not x.
+void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& window, const Tensor& out);
+
+// Per row t and value head j (a, b: [T, Hv]; a_log, dt_bias: [Hv]), in fp32:
+// beta = sigmoid(b), g = −exp(a_log) · softplus(a + dt_bias) (the log of the decay α = exp(g)).
+void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
+               const Tensor& beta);
+
+// out = x / sqrt(Σx² + eps) · scale, per row of the last dimension; in place is allowed.
+void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out);
+
+// The gated delta rule over T tokens, per value head j with key head κ = j / (Hv / Hk):
+//   S ← α S;  S ← S + k (β (v − Sᵀk))ᵀ;  o = Sᵀ q
+// q, k: [T, Hk, dk] (L2-normalised; q also scaled by dk^-0.5); v: [T, Hv, dv]; g, beta: [T, Hv];
+// state: [Hv, dv, dk] fp32, read and updated in place; out: [T, Hv, dv].
+// kRecurrent applies the rule token by token (decode); kChunked uses the WY/UT chunked form with
+// chunks of 64 tokens (prefill). Both compute the same function.
+enum class DeltaRuleForm { kRecurrent, kChunked };
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                      const Tensor& state, const Tensor& out, DeltaRuleForm form);
+
+// out = x / sqrt(mean(x²) + eps) · w ⊙ SiLU(z), per row of the last dimension (x, z, out: [rows, D];
+// w: [D], a plain weight, never 1-centred).
+void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);
+
+}  // namespace strata::backend

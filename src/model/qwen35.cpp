@@ -1,0 +1,548 @@
+// Qwen3.5 / Qwen3.5-MoE / Qwen3-Next forward pass (MODEL_SPEC.md §1):
+//   x = embed(ids); per layer: x += Mixer(norm(x)); x += FFN(norm(x)); logits = head(norm(x)),
+// where Mixer is a Gated DeltaNet (layer_kinds = linear) or gated attention, and FFN is SwiGLU or MoE.
+// Checkpoint quirks are resolved at load: name prefixes (HF text, HF multimodal, MLX), the norm
+// convention (raw HF (1 + w) vs MLX's shifted w), the conv layout, Qwen3-Next's fused projections
+// and the three expert storages (per expert, fused gate_up_proj, MLX switch_mlp).
+#include "model/qwen35.h"
+
+#include <cmath>
+
+#include "backend/gdn.h"
+#include "backend/moe.h"
+#include "backend/ops.h"
+#include "core/error.h"
+#include "model/rope_scaling.h"
+
+namespace strata::model {
+
+namespace {
+
+namespace ops = backend;
+using backend::Weight;
+
+// Spans of up to this many tokens run the delta rule token by token, exactly as decode does (so a
+// speculative verify pass matches plain decoding); longer spans use the chunked form.
+constexpr int64_t kRecurrentMaxTokens = 8;
+constexpr float kL2NormEps = 1e-6f;
+
+struct AttentionMixer {
+  Weight q, k, v, o;  // q: [Hq · 2D, H], query and gate interleaved per head
+  Tensor q_norm, k_norm;
+};
+
+struct LinearMixer {
+  Weight qkv, z, b, a, out;
+  Tensor conv;  // [conv_dim, Kc]
+  Tensor a_log, dt_bias, norm;
+};
+
+struct Ffn {
+  bool moe = false;
+  Weight gate, up, down;  // dense SwiGLU
+  Weight router;
+  std::vector<Weight> expert_gate, expert_up, expert_down;
+  bool shared = false;
+  Weight shared_gate, shared_up, shared_down, shared_expert_gate;
+};
+
+struct Layer {
+  LayerKind kind = LayerKind::kLinearAttention;
+  Tensor input_norm, post_norm;
+  AttentionMixer attn;
+  LinearMixer linear;
+  Ffn ffn;
+  size_t state = 0;  // index of this layer's first state buffer
+};
+
+// The multi-token-prediction block, loaded when the checkpoint has one (speculative decoding).
+struct Mtp {
+  Weight fc;
+  Tensor norm_embedding, norm_hidden, norm;
+  Layer layer;
+};
+
+// How a checkpoint names and stores the text model.
+struct Layout {
+  std::string prefix;   // "model.", "model.language_model." or "language_model.model."
+  std::string lm_head;  // "lm_head" or "language_model.lm_head"
+  bool one_plus_norm = true;  // raw HF: norms are (1 + w); MLX stores w + 1 already
+};
+
+// Scratch buffers, grown on demand and reused, so decode allocates nothing after the first step.
+class Scratch {
+ public:
+  Tensor get(size_t slot, Shape shape) {
+    if (slot >= bufs_.size()) bufs_.resize(slot + 1);
+    HostTensor& b = bufs_[slot];
+    if (b.numel() < shape.numel()) b = HostTensor(DType::kF32, {shape.numel()});
+    return b.view().rows(0, shape.numel()).reshaped(shape);
+  }
+
+ private:
+  std::vector<HostTensor> bufs_;
+};
+
+enum Slot : size_t {
+  kX, kH, kProj, kLast,
+  kAttnP, kAttnQ, kAttnGate, kAttnK, kAttnV, kAttnOut,
+  kLinC, kLinU, kLinZ, kLinA, kLinB, kLinQ, kLinK, kLinV, kLinG, kLinBeta, kLinO, kLinY,
+  kFfnGate, kFfnUp, kFfnAct,
+  kMoeLogits, kMoeIds, kMoeWeights, kMoeX, kMoeGate, kMoeUp, kMoeAct, kMoeY, kMoeShared, kMoeSharedGate,
+};
+
+class Qwen35Model final : public Model {
+ public:
+  Qwen35Model(ModelConfig config, std::unique_ptr<WeightLoader> weights, std::string fingerprint)
+      : weights_(std::move(weights)) {
+    config_ = std::move(config);
+    fingerprint_ = std::move(fingerprint);
+    load();
+  }
+
+  ModelInfo info() const override {
+    ModelInfo i;
+    i.family = config_.model_type;
+    i.layers = config_.num_layers;
+    for (LayerKind k : config_.layer_kinds) (k == LayerKind::kFullAttention ? i.attention_layers : i.recurrent_layers)++;
+    i.parameters = weights_->parameter_count();
+    i.weight_bytes = weights_->weight_bytes();
+    i.state_bytes_per_token =
+        static_cast<size_t>(2 * i.attention_layers * config_.num_kv_heads * config_.head_dim) * sizeof(float);
+    const LinearAttentionConfig& la = config_.linear;
+    i.state_bytes_fixed = static_cast<size_t>(i.recurrent_layers) * sizeof(float) *
+                          static_cast<size_t>((la.conv_kernel - 1) * la.conv_dim() +
+                                              la.value_heads * la.value_dim * la.key_dim);
+    i.quantization = weights_->quantization();
+    i.mtp_layers = mtp_ ? 1 : 0;
+    return i;
+  }
+
+  ModelState new_state(int64_t capacity) const override { return make_hybrid_state(config_, capacity); }
+
+  void forward(std::span<const int32_t> tokens, ModelState& state, const Tensor& logits, bool all_logits) override {
+    const int64_t T = static_cast<int64_t>(tokens.size());
+    check(T > 0, ErrorKind::kInvalidInput, "forward needs at least one token");
+    const int64_t start = state.n_tokens;
+    check(start + T <= state.capacity, ErrorKind::kInvalidInput,
+          "context overflow: {} tokens do not fit the state's capacity of {}", start + T, state.capacity);
+    check(state.buffers.size() == state_buffers_, ErrorKind::kInvalidInput,
+          "the state has {} buffers; this model needs {}", state.buffers.size(), state_buffers_);
+    const int64_t V = config_.vocab_size, H = config_.hidden_size;
+    check(logits.numel() == (all_logits ? T * V : V), ErrorKind::kInternal, "forward: logits shape {}",
+          logits.shape.str());
+    positions_.resize(T);
+    for (int64_t t = 0; t < T; ++t) positions_[t] = static_cast<int32_t>(start + t);
+
+    Tensor x = s_.get(kX, {T, H}), h = s_.get(kH, {T, H}), proj = s_.get(kProj, {T, H});
+    ops::embedding(embed_, tokens, x);
+    for (const Layer& L : layers_) {
+      ops::rms_norm(x, L.input_norm, eps_, layout_.one_plus_norm, h);
+      if (L.kind == LayerKind::kFullAttention) {
+        attention(L, h, state, start, proj);
+      } else {
+        linear_attention(L, h, state, proj);
+      }
+      ops::add(x, proj);
+      ops::rms_norm(x, L.post_norm, eps_, layout_.one_plus_norm, h);
+      ffn(L.ffn, h, proj);
+      ops::add(x, proj);
+    }
+    state.n_tokens = start + T;
+    if (all_logits) {
+      ops::rms_norm(x, final_norm_, eps_, layout_.one_plus_norm, h);
+      ops::matmul(h, lm_head_, logits.reshaped({T, V}));
+    } else {
+      Tensor last = s_.get(kLast, {1, H});
+      ops::rms_norm(x.rows(T - 1, T), final_norm_, eps_, layout_.one_plus_norm, last);
+      ops::matmul(last, lm_head_, logits.reshaped({1, V}));
+    }
+  }
+
+ private:
+  // Gated attention (§1.4): q and its output gate interleaved per head in q_proj, q/k norm, partial
+  // NeoX RoPE, causal GQA, o ⊙ sigmoid(gate).
+  void attention(const Layer& L, const Tensor& h, ModelState& state, int64_t start, const Tensor& out) {
+    const int64_t T = h.dim(0), Hq = config_.num_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
+    const AttentionMixer& A = L.attn;
+    Tensor p = s_.get(kAttnP, {T, Hq * 2 * D});
+    Tensor q = s_.get(kAttnQ, {T * Hq, D}), gate = s_.get(kAttnGate, {T * Hq, D});
+    Tensor k = s_.get(kAttnK, {T, Hkv * D}), v = s_.get(kAttnV, {T, Hkv * D});
+    Tensor o = s_.get(kAttnOut, {T, Hq * D});
+    ops::matmul(h, A.q, p);
+    const Tensor parts[] = {q, gate};
+    ops::split_columns(p.reshaped({T * Hq, 2 * D}), parts);
+    ops::matmul(h, A.k, k);
+    ops::matmul(h, A.v, v);
+    ops::rms_norm(q, A.q_norm, eps_, layout_.one_plus_norm, q);
+    ops::rms_norm(k.reshaped({T * Hkv, D}), A.k_norm, eps_, layout_.one_plus_norm, k.reshaped({T * Hkv, D}));
+    ops::rope(q.reshaped({T, Hq, D}), positions_, rope_);
+    ops::rope(k.reshaped({T, Hkv, D}), positions_, rope_);
+    const Tensor& k_cache = state.buffers[L.state].tensor.view();
+    const Tensor& v_cache = state.buffers[L.state + 1].tensor.view();
+    ops::copy_rows(k.reshaped({T, Hkv, D}), k_cache, start);
+    ops::copy_rows(v.reshaped({T, Hkv, D}), v_cache, start);
+    ops::attention(q.reshaped({T, Hq, D}), k_cache, v_cache, start, 1.0f / std::sqrt(static_cast<float>(D)), 0,
+                   o.reshaped({T, Hq, D}));
+    ops::sigmoid_mul(o, gate.reshaped({T, Hq * D}), o);
+    ops::matmul(o, A.o, out);
+  }
+
+  // Gated DeltaNet (§1.5): projections, causal conv + SiLU, L2-normalised q/k, gates, the delta
+  // rule on the fp32 state, gated RMSNorm × SiLU(z), out projection.
+  void linear_attention(const Layer& L, const Tensor& h, ModelState& state, const Tensor& out) {
+    const LinearAttentionConfig& c = config_.linear;
+    const int64_t T = h.dim(0), Ck = c.key_heads * c.key_dim, Cv = c.value_heads * c.value_dim;
+    const LinearMixer& M = L.linear;
+    Tensor cq = s_.get(kLinC, {T, c.conv_dim()}), u = s_.get(kLinU, {T, c.conv_dim()});
+    Tensor z = s_.get(kLinZ, {T, Cv}), a = s_.get(kLinA, {T, c.value_heads}), b = s_.get(kLinB, {T, c.value_heads});
+    Tensor q = s_.get(kLinQ, {T, Ck}), k = s_.get(kLinK, {T, Ck}), v = s_.get(kLinV, {T, Cv});
+    Tensor g = s_.get(kLinG, {T, c.value_heads}), beta = s_.get(kLinBeta, {T, c.value_heads});
+    Tensor o = s_.get(kLinO, {T, Cv}), y = s_.get(kLinY, {T, Cv});
+    ops::matmul(h, M.qkv, cq);
+    ops::matmul(h, M.z, z);
+    ops::matmul(h, M.b, b);
+    ops::matmul(h, M.a, a);
+    ops::causal_conv1d_silu(cq, M.conv, state.buffers[L.state].tensor.view(), u);
+    const Tensor parts[] = {q, k, v};
+    ops::split_columns(u, parts);
+    const Tensor q_heads = q.reshaped({T * c.key_heads, c.key_dim}), k_heads = k.reshaped({T * c.key_heads, c.key_dim});
+    ops::l2_norm(q_heads, kL2NormEps, 1.0f / std::sqrt(static_cast<float>(c.key_dim)), q_heads);
+    ops::l2_norm(k_heads, kL2NormEps, 1.0f, k_heads);
+    ops::gdn_gates(a, b, M.a_log, M.dt_bias, g, beta);
+    ops::gated_delta_rule(q.reshaped({T, c.key_heads, c.key_dim}), k.reshaped({T, c.key_heads, c.key_dim}),
+                          v.reshaped({T, c.value_heads, c.value_dim}), g, beta,
+                          state.buffers[L.state + 1].tensor.view(), o.reshaped({T, c.value_heads, c.value_dim}),
+                          T <= kRecurrentMaxTokens ? ops::DeltaRuleForm::kRecurrent : ops::DeltaRuleForm::kChunked);
+    ops::rms_norm_gated(o.reshaped({T * c.value_heads, c.value_dim}), M.norm,
+                        z.reshaped({T * c.value_heads, c.value_dim}), eps_, y);
+    ops::matmul(y, M.out, out);
+  }
+
+  void ffn(const Ffn& F, const Tensor& h, const Tensor& out) {
+    const int64_t T = h.dim(0);
+    if (!F.moe) {
+      swiglu(F.gate, F.up, F.down, h, out, kFfnGate);
+      return;
+    }
+    // Router (fp32 softmax, top-k), then each expert runs once on the rows routed to it.
+    const int64_t E = config_.moe.num_experts, K = config_.moe.top_k;
+    Tensor logits = s_.get(kMoeLogits, {T, E}), weights = s_.get(kMoeWeights, {T, K});
+    Tensor ids = s_.get(kMoeIds, {T, K});
+    ids.dtype = DType::kI32;  // same 4-byte slots
+    ops::matmul(h, F.router, logits);
+    ops::topk_softmax(logits, K, config_.moe.norm_topk, ids, weights);
+    ops::zero(out);
+    const int32_t* pid = ids.as<const int32_t>();
+    const float* pw = weights.as<const float>();
+    for (int64_t e = 0; e < E; ++e) {
+      expert_rows_.clear();
+      expert_scales_.clear();
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < K; ++i)
+          if (pid[t * K + i] == e) {
+            expert_rows_.push_back(static_cast<int32_t>(t));
+            expert_scales_.push_back(pw[t * K + i]);
+          }
+      if (expert_rows_.empty()) continue;
+      const int64_t n = static_cast<int64_t>(expert_rows_.size());
+      Tensor xe = s_.get(kMoeX, {n, h.dim(1)}), ye = s_.get(kMoeY, {n, h.dim(1)});
+      ops::gather_rows(h, expert_rows_, xe);
+      swiglu(F.expert_gate[e], F.expert_up[e], F.expert_down[e], xe, ye, kMoeGate);
+      ops::scatter_add_rows(ye, expert_rows_, expert_scales_, out);
+    }
+    if (F.shared) {
+      Tensor ys = s_.get(kMoeShared, {T, h.dim(1)}), sg = s_.get(kMoeSharedGate, {T, 1});
+      swiglu(F.shared_gate, F.shared_up, F.shared_down, h, ys, kFfnGate);
+      ops::matmul(h, F.shared_expert_gate, sg);
+      ops::add_sigmoid_gated(out, ys, sg);
+    }
+  }
+
+  // out = down(SiLU(gate · x) ⊙ (up · x)); slot, slot+1, slot+2 hold the intermediates.
+  void swiglu(const Weight& gate, const Weight& up, const Weight& down, const Tensor& x, const Tensor& out,
+              size_t slot) {
+    const int64_t T = x.dim(0), I = gate.rows();
+    Tensor g = s_.get(slot, {T, I}), u = s_.get(slot + 1, {T, I}), act = s_.get(slot + 2, {T, I});
+    ops::matmul(x, gate, g);
+    ops::matmul(x, up, u);
+    ops::silu_mul(g, u, act);
+    ops::matmul(act, down, out);
+  }
+
+  // ---- loading ----
+
+  Layout detect_layout() const {
+    const WeightLoader& w = *weights_;
+    Layout lay;
+    for (const char* p : {"model.language_model.", "language_model.model.", "model."})
+      if (w.has(std::string(p) + "embed_tokens.weight")) {
+        lay.prefix = p;
+        break;
+      }
+    check(!lay.prefix.empty(), ErrorKind::kInvalidInput,
+          "no embed_tokens.weight under model., model.language_model. or language_model.model.: not a Qwen3.5 "
+          "checkpoint");
+    lay.lm_head = lay.prefix == "language_model.model." ? "language_model.lm_head" : "lm_head";
+    // §1.9: the conv layout tells a raw HF checkpoint ([C, 1, K], norms 1-centred) from an MLX
+    // conversion ([C, K, 1], norms already shifted).
+    lay.one_plus_norm = lay.prefix != "language_model.model.";
+    for (int64_t l = 0; l < config_.num_layers; ++l) {
+      if (config_.layer_kinds[l] != LayerKind::kLinearAttention) continue;
+      const std::string name = fmt::format("{}layers.{}.linear_attn.conv1d.weight", lay.prefix, l);
+      check(w.has(name), ErrorKind::kInvalidInput, "tensor '{}' is missing", name);
+      const Shape& s = w.store()->get(name).shape;
+      check(s.rank() == 3 && (s[1] == 1 || s[2] == 1), ErrorKind::kInvalidInput,
+            "{}: expected [C, 1, K] (HF) or [C, K, 1] (MLX), got {}", name, s.str());
+      lay.one_plus_norm = s[1] == 1 && s[2] != 1;
+      break;
+    }
+    return lay;
+  }
+
+  static void expect(const Weight& m, int64_t rows, int64_t cols, const std::string& name) {
+    check(m.rows() == rows && m.cols() == cols, ErrorKind::kInvalidInput,
+          "{}: shape [{}, {}] does not match the config ([{}, {}])", name, m.rows(), m.cols(), rows, cols);
+  }
+
+  Tensor vector_of(const std::string& name, int64_t n) {
+    Tensor t = weights_->vector(name);
+    check(t.numel() == n, ErrorKind::kInvalidInput, "{}: {} values, the config needs {}", name, t.numel(), n);
+    return t.reshaped({n});
+  }
+
+  void load() {
+    const ModelConfig& c = config_;
+    check(!weights_->is_gguf(), ErrorKind::kUnsupported, "Qwen3.5 GGUF files are not supported yet");
+    check(static_cast<int64_t>(c.layer_kinds.size()) == c.num_layers, ErrorKind::kInternal, "layer kinds missing");
+    layout_ = detect_layout();
+    eps_ = static_cast<float>(c.rms_norm_eps);
+    WeightLoader& w = *weights_;
+    const std::string& P = layout_.prefix;
+    embed_ = w.matrix(P + "embed_tokens");
+    expect(embed_, c.vocab_size, c.hidden_size, P + "embed_tokens");
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      Layer L = load_layer(fmt::format("{}layers.{}.", P, l), c.layer_kinds[l], c.is_moe_layer(l));
+      layers_.push_back(std::move(L));
+    }
+    // State buffers follow layer order: two per layer (k, v or conv, ssm).
+    for (size_t i = 0; i < layers_.size(); ++i) layers_[i].state = 2 * i;
+    state_buffers_ = 2 * layers_.size();
+    final_norm_ = vector_of(P + "norm.weight", c.hidden_size);
+    if (!c.tie_word_embeddings && w.has(layout_.lm_head + ".weight")) {
+      lm_head_ = w.matrix(layout_.lm_head);
+      expect(lm_head_, c.vocab_size, c.hidden_size, layout_.lm_head);
+    } else {
+      check(c.tie_word_embeddings, ErrorKind::kInvalidInput, "{}.weight is missing (and embeddings are not tied)",
+            layout_.lm_head);
+      lm_head_ = embed_;
+    }
+    if (w.has("mtp.fc.weight")) load_mtp();
+    rope_ = make_rope_params(c, c.max_position_embeddings);
+  }
+
+  Layer load_layer(const std::string& p, LayerKind kind, bool moe) {
+    const ModelConfig& c = config_;
+    Layer L;
+    L.kind = kind;
+    L.input_norm = vector_of(p + "input_layernorm.weight", c.hidden_size);
+    L.post_norm = vector_of(p + "post_attention_layernorm.weight", c.hidden_size);
+    if (kind == LayerKind::kFullAttention) {
+      L.attn = load_attention(p + "self_attn.");
+    } else {
+      L.linear = load_linear(p + "linear_attn.");
+    }
+    L.ffn = load_ffn(p + "mlp.", moe);
+    return L;
+  }
+
+  AttentionMixer load_attention(const std::string& p) {
+    const ModelConfig& c = config_;
+    WeightLoader& w = *weights_;
+    AttentionMixer A;
+    const int64_t D = c.head_dim, H = c.hidden_size;
+    A.q = w.matrix(p + "q_proj");
+    A.k = w.matrix(p + "k_proj");
+    A.v = w.matrix(p + "v_proj");
+    A.o = w.matrix(p + "o_proj");
+    expect(A.q, c.num_heads * 2 * D, H, p + "q_proj");
+    expect(A.k, c.num_kv_heads * D, H, p + "k_proj");
+    expect(A.v, c.num_kv_heads * D, H, p + "v_proj");
+    expect(A.o, H, c.num_heads * D, p + "o_proj");
+    A.q_norm = vector_of(p + "q_norm.weight", D);
+    A.k_norm = vector_of(p + "k_norm.weight", D);
+    return A;
+  }
+
+  LinearMixer load_linear(const std::string& p) {
+    const LinearAttentionConfig& c = config_.linear;
+    WeightLoader& w = *weights_;
+    const int64_t H = config_.hidden_size, Ck = c.key_heads * c.key_dim, Cv = c.value_heads * c.value_dim;
+    LinearMixer M;
+    if (w.has(p + "in_proj_qkvz.weight")) {
+      // Qwen3-Next groups rows by key head: [q_g, k_g, v_g (r·dv), z_g (r·dv)] and [b_g (r), a_g (r)].
+      const Weight qkvz = w.matrix(p + "in_proj_qkvz");
+      const Weight ba = w.matrix(p + "in_proj_ba");
+      expect(qkvz, 2 * Ck + 2 * Cv, H, p + "in_proj_qkvz");
+      expect(ba, 2 * c.value_heads, H, p + "in_proj_ba");
+      const int64_t r = c.value_heads / c.key_heads, rv = r * c.value_dim, block = 2 * c.key_dim + 2 * rv;
+      std::vector<int64_t> qkv_rows, z_rows, b_rows, a_rows;
+      auto add_range = [](std::vector<int64_t>& rows, int64_t begin, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) rows.push_back(begin + i);
+      };
+      for (int64_t g = 0; g < c.key_heads; ++g) add_range(qkv_rows, g * block, c.key_dim);
+      for (int64_t g = 0; g < c.key_heads; ++g) add_range(qkv_rows, g * block + c.key_dim, c.key_dim);
+      for (int64_t g = 0; g < c.key_heads; ++g) add_range(qkv_rows, g * block + 2 * c.key_dim, rv);
+      for (int64_t g = 0; g < c.key_heads; ++g) add_range(z_rows, g * block + 2 * c.key_dim + rv, rv);
+      for (int64_t g = 0; g < c.key_heads; ++g) add_range(b_rows, g * 2 * r, r);
+      for (int64_t g = 0; g < c.key_heads; ++g) add_range(a_rows, g * 2 * r + r, r);
+      M.qkv = w.select_rows(qkvz, qkv_rows);
+      M.z = w.select_rows(qkvz, z_rows);
+      M.b = w.select_rows(ba, b_rows);
+      M.a = w.select_rows(ba, a_rows);
+    } else {
+      M.qkv = w.matrix(p + "in_proj_qkv");
+      M.z = w.matrix(p + "in_proj_z");
+      M.b = w.matrix(p + "in_proj_b");
+      M.a = w.matrix(p + "in_proj_a");
+      expect(M.qkv, c.conv_dim(), H, p + "in_proj_qkv");
+      expect(M.z, Cv, H, p + "in_proj_z");
+      expect(M.b, c.value_heads, H, p + "in_proj_b");
+      expect(M.a, c.value_heads, H, p + "in_proj_a");
+    }
+    M.out = w.matrix(p + "out_proj");
+    expect(M.out, H, Cv, p + "out_proj");
+    // [C, 1, K] (HF) and [C, K, 1] (MLX) hold the same numbers in the same order.
+    M.conv = vector_of(p + "conv1d.weight", c.conv_dim() * c.conv_kernel).reshaped({c.conv_dim(), c.conv_kernel});
+    M.a_log = vector_of(p + "A_log", c.value_heads);
+    M.dt_bias = vector_of(p + "dt_bias", c.value_heads);
+    M.norm = vector_of(p + "norm.weight", c.value_dim);
+    return M;
+  }
+
+  Ffn load_ffn(const std::string& p, bool moe) {
+    const ModelConfig& c = config_;
+    WeightLoader& w = *weights_;
+    const int64_t H = c.hidden_size;
+    Ffn F;
+    F.moe = moe;
+    if (!moe) {
+      F.gate = w.matrix(p + "gate_proj");
+      F.up = w.matrix(p + "up_proj");
+      F.down = w.matrix(p + "down_proj");
+      expect(F.gate, c.intermediate_size, H, p + "gate_proj");
+      expect(F.up, c.intermediate_size, H, p + "up_proj");
+      expect(F.down, H, c.intermediate_size, p + "down_proj");
+      return F;
+    }
+    const int64_t E = c.moe.num_experts, I = c.moe.expert_intermediate;
+    // Routing decides which weights run at all: the router (and the shared-expert gate) stay float
+    // when quantizing on load.
+    F.router = w.matrix(p + "gate", false);
+    expect(F.router, E, H, p + "gate");
+    if (w.has(p + "experts.gate_up_proj")) {  // HF fused: [E, 2I, H] (gate rows, then up rows)
+      for (const Weight& gu : w.stacked(p + "experts.gate_up_proj", p + "experts.gate_up_proj")) {
+        expect(gu, 2 * I, H, p + "experts.gate_up_proj[e]");
+        Weight g = gu, u = gu;
+        g.w = gu.w.rows(0, I);
+        u.w = gu.w.rows(I, 2 * I);
+        if (gu.quantized()) {
+          g.scales = gu.scales.rows(0, I);
+          g.biases = gu.biases.rows(0, I);
+          u.scales = gu.scales.rows(I, 2 * I);
+          u.biases = gu.biases.rows(I, 2 * I);
+        }
+        F.expert_gate.push_back(g);
+        F.expert_up.push_back(u);
+      }
+      F.expert_down = w.stacked(p + "experts.down_proj", p + "experts.down_proj");
+    } else if (w.has(p + "switch_mlp.gate_proj.weight")) {  // MLX: stacked [E, ., .] per projection
+      F.expert_gate = w.stacked(p + "switch_mlp.gate_proj.weight", p + "switch_mlp.gate_proj");
+      F.expert_up = w.stacked(p + "switch_mlp.up_proj.weight", p + "switch_mlp.up_proj");
+      F.expert_down = w.stacked(p + "switch_mlp.down_proj.weight", p + "switch_mlp.down_proj");
+    } else {  // one tensor per expert
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string q = fmt::format("{}experts.{}.", p, e);
+        F.expert_gate.push_back(w.matrix(q + "gate_proj"));
+        F.expert_up.push_back(w.matrix(q + "up_proj"));
+        F.expert_down.push_back(w.matrix(q + "down_proj"));
+      }
+    }
+    check(static_cast<int64_t>(F.expert_gate.size()) == E && static_cast<int64_t>(F.expert_down.size()) == E &&
+              static_cast<int64_t>(F.expert_up.size()) == E,
+          ErrorKind::kInvalidInput, "{}: expected {} experts", p, E);
+    for (int64_t e = 0; e < E; ++e) {
+      expect(F.expert_gate[e], I, H, fmt::format("{} expert {} gate", p, e));
+      expect(F.expert_up[e], I, H, fmt::format("{} expert {} up", p, e));
+      expect(F.expert_down[e], H, I, fmt::format("{} expert {} down", p, e));
+    }
+    if (w.has(p + "shared_expert.gate_proj.weight")) {
+      const int64_t S = c.moe.shared_intermediate;
+      F.shared = true;
+      F.shared_gate = w.matrix(p + "shared_expert.gate_proj");
+      F.shared_up = w.matrix(p + "shared_expert.up_proj");
+      F.shared_down = w.matrix(p + "shared_expert.down_proj");
+      F.shared_expert_gate = w.matrix(p + "shared_expert_gate", false);
+      expect(F.shared_gate, S, H, p + "shared_expert.gate_proj");
+      expect(F.shared_up, S, H, p + "shared_expert.up_proj");
+      expect(F.shared_down, H, S, p + "shared_expert.down_proj");
+      expect(F.shared_expert_gate, 1, H, p + "shared_expert_gate");
+    }
+    return F;
+  }
+
+  void load_mtp() {
+    const int64_t H = config_.hidden_size;
+    Mtp m;
+    m.fc = weights_->matrix("mtp.fc");
+    expect(m.fc, H, 2 * H, "mtp.fc");
+    m.norm_embedding = vector_of("mtp.pre_fc_norm_embedding.weight", H);
+    m.norm_hidden = vector_of("mtp.pre_fc_norm_hidden.weight", H);
+    m.norm = vector_of("mtp.norm.weight", H);
+    m.layer = load_layer("mtp.layers.0.", LayerKind::kFullAttention, config_.moe.num_experts > 0);
+    mtp_ = std::move(m);
+  }
+
+  std::unique_ptr<WeightLoader> weights_;
+  Layout layout_;
+  float eps_ = 1e-6f;
+  Weight embed_, lm_head_;
+  Tensor final_norm_;
+  std::vector<Layer> layers_;
+  std::optional<Mtp> mtp_;
+  size_t state_buffers_ = 0;
+  backend::RopeParams rope_;
+  std::vector<int32_t> positions_;
+  std::vector<int32_t> expert_rows_;
+  std::vector<float> expert_scales_;
+  Scratch s_;
+};
+
+}  // namespace
+
+ModelState make_hybrid_state(const ModelConfig& c, int64_t capacity) {
+  check(capacity > 0, ErrorKind::kInvalidInput, "state capacity must be positive");
+  const LinearAttentionConfig& la = c.linear;
+  ModelState s;
+  s.capacity = capacity;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.layer_kinds[l] == LayerKind::kFullAttention) {
+      for (const char* kv : {"k", "v"})
+        s.buffers.push_back({fmt::format("layers.{}.{}", l, kv),
+                             HostTensor(DType::kF32, {capacity, c.num_kv_heads, c.head_dim}), true});
+    } else {
+      s.buffers.push_back(
+          {fmt::format("layers.{}.conv", l), HostTensor(DType::kF32, {la.conv_kernel - 1, la.conv_dim()}), false});
+      s.buffers.push_back({fmt::format("layers.{}.ssm", l),
+                           HostTensor(DType::kF32, {la.value_heads, la.value_dim, la.key_dim}), false});
+    }
+  }
+  return s;
+}
+
+std::unique_ptr<Model> make_qwen35_model(ModelConfig config, std::unique_ptr<WeightLoader> weights,
+                                         std::string fingerprint) {
+  return std::make_unique<Qwen35Model>(std::move(config), std::move(weights), std::move(fingerprint));
+}
+
+}  // namespace strata::model
