@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/sequence.h"
 
 namespace strata::runtime {
 
@@ -35,7 +36,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
     check(id >= 0 && id < V, ErrorKind::kInvalidInput, "prompt token {} is outside the vocabulary (size {})", id, V);
 
   GenerationResult result;
-  model::ModelState state = model_->new_state(options_.context_size);
+  Sequence seq(*model_, options_.context_size);
   Sampler sampler(request.sampling);
   std::vector<int32_t> history = request.prompt;
   const std::span<float> logits(logits_.as<float>(), static_cast<size_t>(V));
@@ -43,7 +44,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   const auto t0 = Clock::now();
   for (int64_t pos = 0; pos < prompt_len; pos += options_.prefill_chunk) {
     const int64_t n = std::min(options_.prefill_chunk, prompt_len - pos);
-    model_->forward(std::span<const int32_t>(request.prompt).subspan(pos, n), state, logits_, false);
+    seq.forward(*model_, std::span<const int32_t>(request.prompt).subspan(pos, n), logits_, false);
   }
   const auto t1 = Clock::now();
   result.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -64,7 +65,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
     }
     if (i + 1 == budget) break;  // no need to run the model for a token we will not sample
     const int32_t next[1] = {token};
-    model_->forward(next, state, logits_, false);
+    seq.forward(*model_, next, logits_, false);
   }
   result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return result;

@@ -1,0 +1,218 @@
+// Sequence state: forward, truncate, snapshot/restore and the checked serialization.
+#include "runtime/sequence.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/hash.h"
+
+namespace strata::runtime {
+
+namespace {
+
+constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'S', 'T'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kChecksumBytes = 32;
+
+size_t stored_bytes(const model::StateBuffer& b, int64_t n_tokens) {
+  const Tensor& t = b.tensor.view();
+  if (!b.token_indexed) return t.nbytes();
+  return t.nbytes() / static_cast<size_t>(t.dim(0)) * static_cast<size_t>(n_tokens);
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    out_.insert(out_.end(), p, p + sizeof(T));
+  }
+  void put_bytes(const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    out_.insert(out_.end(), p, p + n);
+  }
+  void put_string(const std::string& s) {
+    put(static_cast<uint32_t>(s.size()));
+    put_bytes(s.data(), s.size());
+  }
+  std::vector<uint8_t>& bytes() { return out_; }
+
+ private:
+  std::vector<uint8_t> out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> in) : in_(in) {}
+  template <typename T>
+  T get(const char* what) {
+    T v;
+    std::memcpy(&v, take(sizeof(T), what), sizeof(T));
+    return v;
+  }
+  const uint8_t* take(size_t n, const char* what) {
+    check(n <= in_.size() - pos_, ErrorKind::kInvalidInput, "state: truncated while reading {}", what);
+    const uint8_t* p = in_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  std::string get_string(const char* what) {
+    const auto n = get<uint32_t>(what);
+    check(n <= 4096, ErrorKind::kInvalidInput, "state: {} of {} bytes is implausible", what, n);
+    const uint8_t* p = take(n, what);
+    return std::string(reinterpret_cast<const char*>(p), n);
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  std::span<const uint8_t> in_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Sequence::Sequence(const model::Model& model, int64_t capacity)
+    : fingerprint_(model.fingerprint()), state_(model.new_state(capacity)) {
+  tokens_.reserve(static_cast<size_t>(capacity));
+}
+
+bool Sequence::truncatable() const {
+  for (const auto& b : state_.buffers)
+    if (!b.token_indexed) return false;
+  return true;
+}
+
+void Sequence::forward(model::Model& model, std::span<const int32_t> tokens, const Tensor& logits, bool all_logits) {
+  check(model.fingerprint() == fingerprint_, ErrorKind::kInvalidInput, "this sequence belongs to another model");
+  model.forward(tokens, state_, logits, all_logits);  // checks capacity before touching the state
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+void Sequence::rewind_to(int64_t n) {
+  state_.n_tokens = n;
+  tokens_.resize(static_cast<size_t>(n));
+  ++rewinds_;
+}
+
+void Sequence::truncate(int64_t n) {
+  check(n >= 0 && n <= n_tokens(), ErrorKind::kInvalidInput, "truncate to {} tokens: the sequence has {}", n,
+        n_tokens());
+  check(truncatable(), ErrorKind::kUnsupported,
+        "this model keeps recurrent state, which cannot be truncated; restore a snapshot instead");
+  rewind_to(n);
+}
+
+std::vector<uint8_t> Sequence::serialize() const {
+  Writer w;
+  w.put_bytes(kMagic, sizeof(kMagic));
+  w.put(kVersion);
+  w.put_string(fingerprint_);
+  w.put(n_tokens());
+  w.put_bytes(tokens_.data(), tokens_.size() * sizeof(int32_t));
+  w.put(static_cast<uint32_t>(state_.buffers.size()));
+  for (const auto& b : state_.buffers) {
+    const Tensor& t = b.tensor.view();
+    w.put_string(b.name);
+    w.put(static_cast<uint8_t>(t.dtype));
+    w.put(static_cast<uint8_t>(b.token_indexed));
+    w.put(static_cast<uint8_t>(t.rank()));
+    w.put(static_cast<uint8_t>(0));
+    for (int i = 0; i < t.rank(); ++i) w.put(t.dim(i));
+    const size_t n = stored_bytes(b, n_tokens());
+    w.put(static_cast<uint64_t>(n));
+    w.put_bytes(t.data, n);
+  }
+  Hasher h;
+  h.update(w.bytes().data(), w.bytes().size());
+  const std::string sum = h.hex_digest();
+  w.put_bytes(sum.data(), sum.size());
+  return std::move(w.bytes());
+}
+
+void Sequence::deserialize(std::span<const uint8_t> bytes) {
+  check(bytes.size() >= sizeof(kMagic) + kChecksumBytes && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0,
+        ErrorKind::kInvalidInput, "not a strata state (bad magic)");
+  const std::span<const uint8_t> body = bytes.first(bytes.size() - kChecksumBytes);
+  Hasher h;
+  h.update(body.data(), body.size());
+  check(std::memcmp(h.hex_digest().data(), bytes.data() + body.size(), kChecksumBytes) == 0,
+        ErrorKind::kInvalidInput, "state is corrupted (checksum mismatch)");
+  Reader r(body);
+  r.take(sizeof(kMagic), "magic");
+  const auto version = r.get<uint32_t>("version");
+  check(version == kVersion, ErrorKind::kUnsupported, "state version {} is not supported (this build reads {})",
+        version, kVersion);
+  const std::string fp = r.get_string("fingerprint");
+  check(fp == fingerprint_, ErrorKind::kInvalidInput,
+        "state was saved by a different model (fingerprint {}, this model {})", fp, fingerprint_);
+  const auto n = r.get<int64_t>("token count");
+  check(n >= 0 && n <= capacity(), ErrorKind::kInvalidInput, "state holds {} tokens; this sequence's capacity is {}",
+        n, capacity());
+  const uint8_t* token_data = r.take(static_cast<size_t>(n) * sizeof(int32_t), "tokens");
+  const auto sections = r.get<uint32_t>("section count");
+  check(sections == state_.buffers.size(), ErrorKind::kInvalidInput, "state has {} sections; the model needs {}",
+        sections, state_.buffers.size());
+  // Validate every section before copying any, so a bad state leaves the sequence as it was.
+  std::vector<const uint8_t*> data(sections);
+  for (uint32_t i = 0; i < sections; ++i) {
+    const model::StateBuffer& b = state_.buffers[i];
+    const Tensor& t = b.tensor.view();
+    const std::string name = r.get_string("section name");
+    check(name == b.name, ErrorKind::kInvalidInput, "state section {} is '{}'; expected '{}'", i, name, b.name);
+    const auto dtype = r.get<uint8_t>("dtype");
+    const auto token_indexed = r.get<uint8_t>("kind");
+    const auto rank = r.get<uint8_t>("rank");
+    r.get<uint8_t>("padding");
+    bool same = dtype == static_cast<uint8_t>(t.dtype) && token_indexed == static_cast<uint8_t>(b.token_indexed) &&
+                rank == t.rank();
+    for (int d = 0; same && d < rank; ++d) {
+      const auto dim = r.get<int64_t>("shape");
+      same = (d == 0 && b.token_indexed) ? dim >= n : dim == t.dim(d);
+    }
+    check(same, ErrorKind::kInvalidInput, "state section '{}' does not match this model's buffer {}", name,
+          t.shape.str());
+    const auto nbytes = r.get<uint64_t>("section size");
+    check(nbytes == stored_bytes(b, n), ErrorKind::kInvalidInput, "state section '{}' has {} bytes; expected {}",
+          name, nbytes, stored_bytes(b, n));
+    data[i] = r.take(nbytes, "section data");
+  }
+  check(r.done(), ErrorKind::kInvalidInput, "state has trailing bytes");
+  for (uint32_t i = 0; i < sections; ++i)
+    std::memcpy(state_.buffers[i].tensor.view().data, data[i], stored_bytes(state_.buffers[i], n));
+  rewind_to(0);
+  state_.n_tokens = n;
+  tokens_.resize(static_cast<size_t>(n));
+  std::memcpy(tokens_.data(), token_data, static_cast<size_t>(n) * sizeof(int32_t));
+}
+
+Snapshot::Snapshot(const Sequence& seq) : fingerprint_(seq.fingerprint()) {
+  for (const auto& b : seq.state().buffers)
+    if (!b.token_indexed) recurrent_.emplace_back(b.tensor.dtype(), b.tensor.shape());
+}
+
+void Snapshot::take(const Sequence& seq) {
+  check(seq.fingerprint() == fingerprint_, ErrorKind::kInvalidInput, "snapshot of another model's sequence");
+  size_t i = 0;
+  for (const auto& b : seq.state().buffers) {
+    if (b.token_indexed) continue;
+    check(i < recurrent_.size() && recurrent_[i].view().nbytes() == b.tensor.view().nbytes(), ErrorKind::kInternal,
+          "snapshot does not fit this sequence");
+    std::memcpy(recurrent_[i++].as<void>(), b.tensor.view().data, b.tensor.view().nbytes());
+  }
+  n_tokens_ = seq.n_tokens();
+  rewinds_ = seq.rewinds_;
+}
+
+void Snapshot::restore(Sequence& seq) {
+  check(!empty(), ErrorKind::kInvalidInput, "restore from an empty snapshot");
+  check(seq.fingerprint() == fingerprint_, ErrorKind::kInvalidInput, "snapshot of another model's sequence");
+  check(seq.rewinds_ == rewinds_ && seq.n_tokens() >= n_tokens_, ErrorKind::kInvalidInput,
+        "the sequence moved back since this snapshot was taken; its cached rows may be overwritten");
+  size_t i = 0;
+  for (auto& b : seq.state().buffers)
+    if (!b.token_indexed) std::memcpy(b.tensor.view().data, recurrent_[i++].as<void>(), b.tensor.view().nbytes());
+  seq.rewind_to(n_tokens_);
+  rewinds_ = seq.rewinds_;  // the sequence is at this point again: a later restore stays valid
+}
+
+}  // namespace strata::runtime

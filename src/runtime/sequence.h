@@ -1,0 +1,92 @@
+// Sequence: the state of one generation stream (per attention layer a KV cache, per GDN layer a
+// conv window and an fp32 recurrent state; the model declares the buffers) plus the token ids it
+// has consumed. On top of it: snapshot/restore (speculative decoding, prefix reuse), truncate
+// (attention-only models) and a checked byte serialization (the on-disk state cache).
+//
+// Serialized layout (all integers little-endian), version 1:
+//   "STRATAST"                      8-byte magic
+//   u32 version                     1
+//   u32 len, bytes                  model fingerprint (32 hex digits)
+//   i64 n_tokens, i32[n_tokens]     the token ids consumed
+//   u32 sections                    one per state buffer, in the model's order:
+//     u32 len, bytes                  name ("layers.3.k", "layers.0.ssm", ...)
+//     u8 dtype, u8 token_indexed, u8 rank, u8 0
+//     i64[rank] shape                 the buffer's shape (token-indexed: dim 0 is the capacity)
+//     u64 nbytes, bytes               data; token-indexed buffers store their first n_tokens rows
+//   32 bytes                        XXH3-128 (hex) of everything before it
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace strata::runtime {
+
+class Snapshot;
+
+class Sequence {
+ public:
+  Sequence(const model::Model& model, int64_t capacity);
+
+  int64_t n_tokens() const { return state_.n_tokens; }
+  int64_t capacity() const { return state_.capacity; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const std::string& fingerprint() const { return fingerprint_; }
+  // True when every buffer is token-indexed (no recurrent state), so truncate() works.
+  bool truncatable() const;
+
+  // Runs the model on `tokens` at the end of the sequence and appends them.
+  void forward(model::Model& model, std::span<const int32_t> tokens, const Tensor& logits, bool all_logits);
+
+  // Drops tokens after the first n (attention-only models: their cache rows are simply reused).
+  // Recurrent state cannot be rolled back this way: restore a snapshot instead.
+  void truncate(int64_t n);
+
+  // The state as bytes (layout above), and back. deserialize checks the magic, version, checksum,
+  // the model fingerprint and every buffer's name, dtype and shape; any mismatch is an Error and
+  // leaves the sequence unchanged.
+  std::vector<uint8_t> serialize() const;
+  void deserialize(std::span<const uint8_t> bytes);
+
+  model::ModelState& state() { return state_; }
+  const model::ModelState& state() const { return state_; }
+
+ private:
+  friend class Snapshot;
+  void rewind_to(int64_t n);
+
+  std::string fingerprint_;
+  model::ModelState state_;
+  std::vector<int32_t> tokens_;  // reserved to capacity: appending never allocates
+  uint64_t rewinds_ = 0;         // bumped whenever the sequence moves back (restore, truncate, load)
+};
+
+// A point a sequence can return to. Its memory (a copy of each recurrent buffer) is allocated once
+// by the constructor; take() and restore() only copy into it, so the decode loop never allocates.
+// Token-indexed buffers are not copied: rows before the snapshot's length are never rewritten
+// while the sequence only moves forward, so restore() is valid until another rewind happens.
+class Snapshot {
+ public:
+  explicit Snapshot(const Sequence& seq);
+
+  // Records seq's current point.
+  void take(const Sequence& seq);
+  // Returns seq to the recorded point: its later tokens are forgotten and its logits are exactly
+  // those of never having taken them. Errors if seq moved back elsewhere since take() (the
+  // recorded cache rows may have been overwritten) or belongs to another model.
+  void restore(Sequence& seq);
+
+  int64_t n_tokens() const { return n_tokens_; }
+  bool empty() const { return n_tokens_ < 0; }
+
+ private:
+  std::string fingerprint_;
+  std::vector<HostTensor> recurrent_;  // copies of the non-token-indexed buffers, in order
+  int64_t n_tokens_ = -1;
+  uint64_t rewinds_ = 0;
+};
+
+}  // namespace strata::runtime
