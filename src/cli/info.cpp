@@ -33,13 +33,14 @@ int run_info(const InfoArgs& args) {
                 {"parameters", i.parameters},   {"quantization", i.quantization},
                 {"weight_bytes", i.weight_bytes}, {"state_bytes", state},
                 {"context_size", args.ctx_size}, {"vocab_size", c.vocab_size},
-                {"hidden_size", c.hidden_size}, {"fingerprint", model->fingerprint()}};
+                {"hidden_size", c.hidden_size}, {"mtp_layers", i.mtp_layers},
+                {"fingerprint", model->fingerprint()}};
     std::cout << out.dump(2) << "\n";
     return 0;
   }
   std::cout << fmt::format(
       "family          {}\n"
-      "layers          {} ({} attention, {} recurrent)\n"
+      "layers          {} ({} attention, {} recurrent; {} MTP)\n"
       "hidden size     {}\n"
       "heads           {} query, {} key/value, head dim {}\n"
       "vocabulary      {}\n"
@@ -49,7 +50,7 @@ int run_info(const InfoArgs& args) {
       "state           {} for a {}-token context\n"
       "memory needed   {}\n"
       "fingerprint     {}\n",
-      i.family, i.layers, i.attention_layers, i.recurrent_layers, c.hidden_size, c.num_heads, c.num_kv_heads,
+      i.family, i.layers, i.attention_layers, i.recurrent_layers, i.mtp_layers, c.hidden_size, c.num_heads, c.num_kv_heads,
       c.head_dim, c.vocab_size, i.parameters, static_cast<double>(i.parameters) / 1e6, i.quantization,
       human_bytes(static_cast<double>(i.weight_bytes)), human_bytes(static_cast<double>(state)), args.ctx_size,
       human_bytes(static_cast<double>(i.weight_bytes + state)), model->fingerprint());
