@@ -13,19 +13,12 @@
 
 #include "core/mmap.h"
 #include "formats/safetensors.h"
+#include "bench_util.h"
 #include "model/model.h"
 
 using namespace strata;
 
 namespace {
-
-std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
 
 void write_checkpoint(const std::string& dir) {
   const int64_t H = 768, L = 12, Hq = 12, Hkv = 4, D = 64, I = 2048, V = 32000;
@@ -74,25 +67,9 @@ Result measure(const std::string& dir, std::optional<formats::QuantParams> q, in
   model::LoadOptions opts;
   opts.quantize = q;
   auto m = model::load_model(dir, opts);
-  const int64_t V = m->config().vocab_size;
-  std::vector<int32_t> ids(prompt);
-  for (int64_t i = 0; i < prompt; ++i) ids[i] = static_cast<int32_t>((i * 7919) % V);
-  HostTensor logits(DType::kF32, {V});
-  using Clock = std::chrono::steady_clock;
-  model::ModelState warm = m->new_state(prompt + decode + 1);
-  m->forward(std::span<const int32_t>(ids).subspan(0, 16), warm, logits, false);  // warm-up
-  model::ModelState state = m->new_state(prompt + decode + 1);
-  const auto t0 = Clock::now();
-  m->forward(ids, state, logits, false);
-  const auto t1 = Clock::now();
-  for (int64_t i = 0; i < decode; ++i) {
-    const int32_t tok[1] = {static_cast<int32_t>(i % V)};
-    m->forward(tok, state, logits, false);
-  }
-  const auto t2 = Clock::now();
+  const bench::Speed speed = bench::measure(*m, prompt, decode);
   const model::ModelInfo info = m->info();
-  return {prompt / std::chrono::duration<double>(t1 - t0).count(),
-          decode / std::chrono::duration<double>(t2 - t1).count(), info.parameters, info.weight_bytes};
+  return {speed.prefill_tps, speed.decode_tps, info.parameters, info.weight_bytes};
 }
 
 }  // namespace
@@ -103,7 +80,7 @@ int main(int argc, char** argv) {
   const std::string dir = (std::filesystem::temp_directory_path() / "strata-bench-cpu-124m").string();
   if (!file_exists(dir + "/model.safetensors")) write_checkpoint(dir);
   std::printf("command: %s %lld %lld\n", argv[0], static_cast<long long>(prompt), static_cast<long long>(decode));
-  std::printf("device: %s, %d threads\n\n", cpu_name().c_str(), omp_get_max_threads());
+  std::printf("device: %s, %d threads\n\n", bench::cpu_name().c_str(), omp_get_max_threads());
   std::printf("| model | weights | params | weight bytes | prefill %lld tok/s | decode tok/s |\n",
               static_cast<long long>(prompt));
   std::printf("|---|---|---|---|---|---|\n");

@@ -76,6 +76,14 @@ Sequence::Sequence(const model::Model& model, int64_t capacity)
   tokens_.reserve(static_cast<size_t>(capacity));
 }
 
+Sequence::Sequence(std::string fingerprint, model::ModelState state)
+    : fingerprint_(std::move(fingerprint)), state_(std::move(state)) {
+  check(state_.n_tokens >= 0 && state_.n_tokens <= state_.capacity, ErrorKind::kInvalidInput,
+        "state holds {} tokens; its capacity is {}", state_.n_tokens, state_.capacity);
+  tokens_.reserve(static_cast<size_t>(state_.capacity));
+  tokens_.resize(static_cast<size_t>(state_.n_tokens));
+}
+
 bool Sequence::truncatable() const {
   for (const auto& b : state_.buffers)
     if (!b.token_indexed) return false;

@@ -30,6 +30,9 @@ class Snapshot;
 class Sequence {
  public:
   Sequence(const model::Model& model, int64_t capacity);
+  // A sequence over buffers made elsewhere (e.g. model::make_hybrid_state for sizing a state
+  // without weights); `fingerprint` names the model they belong to.
+  Sequence(std::string fingerprint, model::ModelState state);
 
   int64_t n_tokens() const { return state_.n_tokens; }
   int64_t capacity() const { return state_.capacity; }
