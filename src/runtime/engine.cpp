@@ -51,21 +51,47 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
 
   const int64_t budget = std::min(request.max_tokens, options_.context_size - prompt_len);
   result.finish_reason = FinishReason::kLength;
-  for (int64_t i = 0; i < budget; ++i) {
+  std::vector<int32_t> feed;  // tokens to run through the model before the next sample
+  feed.reserve(16);
+  // Emits one token; false when generation must end (cancelled, or the budget is spent).
+  auto emit = [&](int32_t token) {
+    result.tokens.push_back(token);
+    history.push_back(token);
+    feed.push_back(token);
+    if (on_token && !on_token(token)) {
+      result.finish_reason = FinishReason::kCancelled;
+      return false;
+    }
+    return static_cast<int64_t>(result.tokens.size()) < budget;
+  };
+  while (static_cast<int64_t>(result.tokens.size()) < budget) {
     const int32_t token = sampler.sample(logits, history);
     if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) != request.stop_ids.end()) {
       result.finish_reason = FinishReason::kStop;
       break;
     }
-    result.tokens.push_back(token);
-    history.push_back(token);
-    if (on_token && !on_token(token)) {
-      result.finish_reason = FinishReason::kCancelled;
+    ControlDecision decision;
+    if (request.controller) decision = request.controller->on_sampled(token);
+    check(decision.keep || !decision.inject.empty() || decision.stop, ErrorKind::kInternal,
+          "a token controller dropped a token without replacing it");
+    feed.clear();
+    bool more = !decision.stop;
+    if (decision.keep) more = emit(token) && more;
+    for (int32_t t : decision.inject) {
+      check(t >= 0 && t < V, ErrorKind::kInternal, "injected token {} is outside the vocabulary", t);
+      if (result.finish_reason == FinishReason::kCancelled || static_cast<int64_t>(result.tokens.size()) >= budget)
+        break;
+      request.controller->on_injected(t);
+      ++result.injected_tokens;
+      more = emit(t) && more;
+    }
+    if (result.finish_reason == FinishReason::kCancelled) break;
+    if (decision.stop) {
+      result.finish_reason = decision.reason;
       break;
     }
-    if (i + 1 == budget) break;  // no need to run the model for a token we will not sample
-    const int32_t next[1] = {token};
-    seq.forward(*model_, next, logits_, false);
+    if (!more) break;  // budget spent: no need to run the model for a token we will not sample
+    seq.forward(*model_, feed, logits_, false);
   }
   result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return result;

@@ -19,18 +19,38 @@ struct EngineOptions {
   int64_t prefill_chunk = 512;  // prompt tokens per forward call
 };
 
-struct GenerationRequest {
-  std::vector<int32_t> prompt;
-  int64_t max_tokens = 256;
-  SamplingParams sampling;
-  std::vector<int32_t> stop_ids;  // end-of-generation tokens (not included in the output)
-};
-
 enum class FinishReason { kStop, kLength, kCancelled };
 const char* finish_reason_name(FinishReason reason);
 
+// What a TokenController wants done with a sampled token.
+struct ControlDecision {
+  bool keep = true;             // emit the sampled token (false: drop it; then `inject` must not be empty)
+  std::vector<int32_t> inject;  // tokens to emit after it, fed through the model as if generated
+  bool stop = false;            // end generation after this step (with `reason`)
+  FinishReason reason = FinishReason::kStop;
+};
+
+// A generation policy that watches the token stream (thinking budget, loop detector, ...): it sees
+// each sampled token before it is emitted and may drop it, inject tokens after it, or stop.
+// Injected tokens go to the TokenCallback and into GenerationResult::tokens like sampled ones.
+class TokenController {
+ public:
+  virtual ~TokenController() = default;
+  virtual ControlDecision on_sampled(int32_t token) = 0;
+  virtual void on_injected(int32_t token) { (void)token; }
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 256;  // hard cap on emitted tokens (sampled + injected)
+  SamplingParams sampling;
+  std::vector<int32_t> stop_ids;  // end-of-generation tokens (not included in the output)
+  TokenController* controller = nullptr;  // optional; not owned
+};
+
 struct GenerationResult {
-  std::vector<int32_t> tokens;
+  std::vector<int32_t> tokens;  // emitted tokens, injected ones included
+  int64_t injected_tokens = 0;
   FinishReason finish_reason = FinishReason::kLength;
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;

@@ -1,0 +1,65 @@
+// ScriptedModel: a test model whose next token is chosen by a script from every token consumed so
+// far (its logits are one-hot: 10 at the chosen id, 0 elsewhere). Generation-control tests use it
+// to drive the real Engine loop through exact token sequences (loops, budgets, injections).
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/error.h"
+#include "model/model.h"
+
+namespace strata::test {
+
+class ScriptedModel final : public model::Model {
+ public:
+  using Script = std::function<int32_t(std::span<const int32_t> consumed)>;
+
+  ScriptedModel(int64_t vocab, Script script) : script_(std::move(script)) {
+    config_.model_type = "scripted";
+    config_.vocab_size = vocab;
+    fingerprint_ = "scripted-model";
+  }
+
+  model::ModelInfo info() const override {
+    model::ModelInfo i;
+    i.family = "scripted";
+    return i;
+  }
+
+  // The consumed tokens are the state: one token-indexed I32 buffer.
+  model::ModelState new_state(int64_t capacity) const override {
+    model::ModelState s;
+    s.capacity = capacity;
+    s.buffers.push_back({"tokens", HostTensor(DType::kI32, {capacity, 1}), true});
+    return s;
+  }
+
+  void forward(std::span<const int32_t> tokens, model::ModelState& state, const Tensor& logits,
+               bool all_logits) override {
+    const int64_t T = static_cast<int64_t>(tokens.size()), V = config_.vocab_size;
+    check(state.n_tokens + T <= state.capacity, ErrorKind::kInvalidInput, "context overflow");
+    int32_t* seen = state.buffers[0].tensor.as<int32_t>();
+    std::copy(tokens.begin(), tokens.end(), seen + state.n_tokens);
+    float* out = logits.as<float>();
+    for (int64_t t = all_logits ? 0 : T - 1; t < T; ++t) {
+      const int64_t consumed = state.n_tokens + t + 1;
+      const int32_t next = script_(std::span<const int32_t>(seen, static_cast<size_t>(consumed)));
+      float* row = out + (all_logits ? t * V : 0);
+      std::fill(row, row + V, 0.0f);
+      row[next] = 10.0f;
+    }
+    state.n_tokens += T;
+    ++forward_calls_;
+  }
+
+  int64_t forward_calls() const { return forward_calls_; }
+
+ private:
+  Script script_;
+  int64_t forward_calls_ = 0;
+};
+
+}  // namespace strata::test
