@@ -29,7 +29,10 @@ LoopDetector::LoopDetector(LoopConfig config) : config_(config) {
   int64_t longest = 0;
   for (int p = config_.min_period; p <= config_.max_period; ++p)
     longest = std::max(longest, (compared_copies(config_, p) + 1) * p);
-  ring_.assign(static_cast<size_t>(longest + 1), 0);
+  size_t size = 1;
+  while (size < static_cast<size_t>(longest + 1)) size *= 2;
+  ring_.assign(size, 0);
+  mask_ = size - 1;
   mismatches_.assign(static_cast<size_t>(config_.max_period + 1), 0);
 }
 
@@ -41,7 +44,7 @@ void LoopDetector::reset() {
 
 bool LoopDetector::push(int32_t token) {
   const int64_t i = count_++;
-  ring_[static_cast<size_t>(i % static_cast<int64_t>(ring_.size()))] = token;
+  ring_[static_cast<size_t>(i) & mask_] = token;
   bool found = false;
   for (int p = config_.min_period; p <= config_.max_period; ++p) {
     if (i < p) break;  // longer periods have no earlier block yet

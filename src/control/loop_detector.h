@@ -35,10 +35,11 @@ class LoopDetector {
   const LoopConfig& config() const { return config_; }
 
  private:
-  int32_t at(int64_t pos) const { return ring_[static_cast<size_t>(pos % static_cast<int64_t>(ring_.size()))]; }
+  int32_t at(int64_t pos) const { return ring_[static_cast<size_t>(pos) & mask_]; }
 
   LoopConfig config_;
   std::vector<int32_t> ring_;        // the last tokens (enough for the longest window plus its period)
+  size_t mask_ = 0;                  // ring_.size() - 1 (a power of two)
   std::vector<int32_t> mismatches_;  // per period: differing positions inside its window
   int64_t count_ = 0;                // tokens seen since reset
   LoopMatch match_;
