@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace strata::cli {
 
@@ -41,5 +42,46 @@ struct TokenizeArgs {
   bool json = false;
 };
 int run_tokenize(const TokenizeArgs& args);
+
+struct ServeArgs {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (printed at start)
+  std::string api_key;
+  int64_t ctx_size = 0;  // 0: the model's trained context, at most 4096
+  std::string chat_template;  // a .jinja (or .json) file overriding the model's template
+  size_t max_concurrency = 64;
+  size_t max_body_bytes = 16 << 20;
+  std::vector<std::string> alias;  // names requests may use for the model; the first is reported
+  std::string quantize;
+  double shutdown_timeout = 30;  // seconds generations may run on after SIGINT/SIGTERM
+};
+int run_serve(const ServeArgs& args);
+
+struct ChatArgs {
+  std::string model;
+  std::string chat_template;
+  std::string system;
+  int64_t ctx_size = 4096;
+  int64_t max_tokens = 1024;  // per answer
+  float temperature = 0.7f;
+  float top_p = 0.95f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+  std::string quantize;
+  bool no_thinking = false;
+};
+int run_chat(const ChatArgs& args);
+
+struct RenderArgs {
+  std::string model;          // model directory or .gguf file
+  std::string template_file;  // a .jinja (or .json) template instead of the model's
+  std::string messages;       // JSON file ("-": stdin): a list of messages, or a request body
+  std::string tools;          // JSON file with the OpenAI tools list
+  std::string kwargs;         // template variables as a JSON object (chat_template_kwargs)
+  bool add_generation_prompt = false;
+};
+int run_render(const RenderArgs& args);
 
 }  // namespace strata::cli

@@ -48,6 +48,48 @@ int main(int argc, char** argv) {
   tokenize->add_flag("--add-special", tok.add_special, "Apply the post-processor (BOS)");
   tokenize->add_flag("--json", tok.json);
 
+  ServeArgs serve;
+  auto* serve_cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
+  serve_cmd->add_option("--model,-m", serve.model, "Model directory or .gguf file")->required();
+  serve_cmd->add_option("--host", serve.host, "Address to listen on (default 127.0.0.1: this machine only)");
+  serve_cmd->add_option("--port", serve.port, "Port (0: any free port)")->check(CLI::Range(0, 65535));
+  serve_cmd->add_option("--api-key", serve.api_key, "Require 'Authorization: Bearer KEY'");
+  serve_cmd->add_option("--ctx-size,-c", serve.ctx_size, "Context size in tokens (default: the model's, at most 4096)")
+      ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--chat-template", serve.chat_template, "Chat template file (.jinja or .json) to use instead of the model's");
+  serve_cmd->add_option("--max-concurrency", serve.max_concurrency, "Requests admitted at once (generating + queued); more get 503")
+      ->check(CLI::Range(1, 4096));
+  serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes, "Largest request body accepted (413 beyond)")
+      ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--alias", serve.alias, "A model name clients may use (repeatable; the first is reported)");
+  serve_cmd->add_option("--quantize", serve.quantize, "Quantize on load: q4 or q8")->check(CLI::IsMember({"q4", "q8", "none"}));
+  serve_cmd->add_option("--shutdown-timeout", serve.shutdown_timeout, "Seconds generations may finish after SIGINT/SIGTERM")
+      ->check(CLI::NonNegativeNumber);
+
+  ChatArgs chat;
+  auto* chat_cmd = app.add_subcommand("chat", "Chat with a model in the terminal (/reset, /exit)");
+  chat_cmd->add_option("--model,-m", chat.model, "Model directory or .gguf file")->required();
+  chat_cmd->add_option("--chat-template", chat.chat_template, "Chat template file to use instead of the model's");
+  chat_cmd->add_option("--system", chat.system, "A system message starting the conversation");
+  chat_cmd->add_option("--ctx-size,-c", chat.ctx_size)->check(CLI::PositiveNumber);
+  chat_cmd->add_option("--max-tokens,-n", chat.max_tokens, "Longest answer in tokens")->check(CLI::PositiveNumber);
+  chat_cmd->add_option("--temperature,-t", chat.temperature, "0 for greedy")->check(CLI::NonNegativeNumber);
+  chat_cmd->add_option("--top-p", chat.top_p)->check(CLI::Range(0.0, 1.0));
+  chat_cmd->add_option("--top-k", chat.top_k)->check(CLI::NonNegativeNumber);
+  chat_cmd->add_option("--min-p", chat.min_p)->check(CLI::Range(0.0, 1.0));
+  chat_cmd->add_option("--seed,-s", chat.seed);
+  chat_cmd->add_option("--quantize", chat.quantize)->check(CLI::IsMember({"q4", "q8", "none"}));
+  chat_cmd->add_flag("--no-thinking", chat.no_thinking, "Ask the template for answers without reasoning (enable_thinking=false)");
+
+  RenderArgs render;
+  auto* render_cmd = app.add_subcommand("render", "Print the prompt a chat template makes of a conversation");
+  render_cmd->add_option("--model,-m", render.model, "Model directory or .gguf file");
+  render_cmd->add_option("--template,--chat-template", render.template_file, "Chat template file (.jinja, or .json with chat_template)");
+  render_cmd->add_option("--messages", render.messages, "JSON file (- for stdin): a list of messages, or a request body")->required();
+  render_cmd->add_option("--tools", render.tools, "JSON file with the tools list");
+  render_cmd->add_option("--kwargs", render.kwargs, "Template variables as a JSON object, e.g. '{\"enable_thinking\": false}'");
+  render_cmd->add_flag("--add-generation-prompt", render.add_generation_prompt, "End with the assistant turn's opening");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -58,6 +100,9 @@ int main(int argc, char** argv) {
     if (*generate) return run_generate(gen);
     if (*info_cmd) return run_info(info);
     if (*tokenize) return run_tokenize(tok);
+    if (*serve_cmd) return run_serve(serve);
+    if (*chat_cmd) return run_chat(chat);
+    if (*render_cmd) return run_render(render);
   } catch (const strata::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

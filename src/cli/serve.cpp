@@ -1,0 +1,134 @@
+// strata serve: load a model and serve the OpenAI-compatible API until SIGINT or SIGTERM. The first
+// signal stops accepting requests and lets generations in progress finish (for up to
+// --shutdown-timeout seconds); a second one cancels them at once.
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/model_loading.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "runtime/engine.h"
+#include "server/server.h"
+#include "text/chat/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace strata::cli {
+
+namespace {
+
+// The name clients use for the model: its directory or file name without ".gguf".
+std::string model_name(const std::string& path) {
+  std::filesystem::path p(path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+  return p.extension() == ".gguf" ? p.stem().string() : p.filename().string();
+}
+
+int64_t context_size(int64_t requested, const model::ModelConfig& config) {
+  if (requested > 0) {
+    if (config.max_position_embeddings > 0 && requested > config.max_position_embeddings)
+      log::warn("--ctx-size {} is beyond the {} positions the model was trained for", requested,
+                config.max_position_embeddings);
+    return requested;
+  }
+  const int64_t trained =
+      config.max_position_embeddings > 0 ? config.max_position_embeddings : 4096;
+  return std::min<int64_t>(trained, 4096);
+}
+
+// SIGINT/SIGTERM reach a handler that only writes the signal number to a pipe (all a handler may
+// safely do, in whichever thread the kernel picked, OpenBLAS's included); a watcher thread reads
+// it. The pipe's write end is the one global this needs.
+std::atomic<int> signal_pipe_write{-1};
+
+void on_shutdown_signal(int sig) {
+  const int fd = signal_pipe_write.load();
+  const char byte = static_cast<char>(sig);
+  if (fd >= 0) {
+    const ssize_t written = ::write(fd, &byte, 1);  // nothing to do if the pipe is full
+    (void)written;
+  }
+}
+
+// Shuts the server down on signals: gracefully the first time, at once the second.
+void watch_signals(server::Server& server, int read_fd, std::chrono::milliseconds grace,
+                   const std::atomic<bool>& finished) {
+  std::vector<std::thread> closers;
+  int received = 0;
+  while (!finished) {
+    pollfd p{read_fd, POLLIN, 0};
+    char byte;
+    if (::poll(&p, 1, 200) <= 0 || ::read(read_fd, &byte, 1) != 1) continue;
+    ++received;
+    std::fprintf(stderr, received == 1 ? "strata: shutting down (again to cancel generations now)\n"
+                                       : "strata: cancelling generations\n");
+    const auto wait = received == 1 ? grace : std::chrono::milliseconds(0);
+    closers.emplace_back([&server, wait] { server.shutdown(wait); });
+  }
+  for (auto& t : closers) t.join();
+}
+
+}  // namespace
+
+int run_serve(const ServeArgs& args) {
+  ::signal(SIGPIPE, SIG_IGN);  // a client that went away is seen as a failed write
+
+  auto tokenizer = text::Tokenizer::load(args.model);
+  const text::chat::ChatTemplate chat_template =
+      text::chat::ChatTemplate::load(args.model, args.chat_template);
+  auto model = model::load_model(args.model, load_options(args.quantize));
+  const int64_t ctx = context_size(args.ctx_size, model->config());
+  runtime::Engine engine(std::move(model), runtime::EngineOptions{.context_size = ctx});
+
+  server::ServerOptions options;
+  options.host = args.host;
+  options.port = args.port;
+  options.api_key = args.api_key;
+  options.max_concurrency = args.max_concurrency;
+  options.max_body_bytes = args.max_body_bytes;
+  options.model_id = args.alias.empty() ? model_name(args.model) : args.alias.front();
+  options.aliases = args.alias;
+  options.aliases.push_back(model_name(args.model));
+  options.aliases.push_back(args.model);
+
+  server::Server server(options, server::ServedModel{engine, *tokenizer, chat_template});
+  const int port = server.bind();
+  std::fprintf(stderr, "strata: serving '%s' (context %lld, chat template: %s) on http://%s:%d\n",
+               options.model_id.c_str(), static_cast<long long>(ctx),
+               chat_template.origin().c_str(), args.host.c_str(), port);
+  std::fflush(stderr);
+
+  int pipe_fds[2];
+  check(::pipe(pipe_fds) == 0, ErrorKind::kIo, "cannot create a pipe for signal handling");
+  signal_pipe_write = pipe_fds[1];
+  struct sigaction action {};
+  action.sa_handler = on_shutdown_signal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+
+  std::atomic<bool> finished{false};
+  std::thread watcher(watch_signals, std::ref(server), pipe_fds[0],
+                      std::chrono::milliseconds(static_cast<int64_t>(args.shutdown_timeout * 1000)),
+                      std::cref(finished));
+  server.run();
+  finished = true;
+  watcher.join();
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  signal_pipe_write = -1;
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  std::fprintf(stderr, "strata: stopped\n");
+  return 0;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,118 @@
+// Counters under one mutex (requests are few per second; contention is not a concern) and the
+// hand-written text format: "# HELP", "# TYPE", then `name{label="value"} number` lines.
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace strata::server {
+
+void Metrics::count_request(const std::string& route, int status) {
+  std::lock_guard lock(mutex_);
+  ++data_.requests[{route, status}];
+}
+
+void Metrics::observe_generation(double seconds_to_first_token, double engine_seconds) {
+  std::lock_guard lock(mutex_);
+  ++data_.generations;
+  data_.ttft_seconds_sum += seconds_to_first_token;
+  data_.generation_seconds_sum += engine_seconds;
+}
+
+Metrics::Snapshot Metrics::snapshot() const {
+  std::lock_guard lock(mutex_);
+  return data_;
+}
+
+ProcessMemory process_memory() {
+  ProcessMemory m;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return m;
+  unsigned long long pages_total = 0, pages_resident = 0;
+  if (std::fscanf(f, "%llu %llu", &pages_total, &pages_resident) == 2) {
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    m.virtual_bytes = pages_total * page;
+    m.resident_bytes = pages_resident * page;
+  }
+  std::fclose(f);
+  return m;
+}
+
+namespace {
+
+std::string label_value(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
+                            const std::string& model_id, double uptime_seconds,
+                            uint64_t weight_bytes) {
+  std::string out;
+  family(out, "strata_model_info", "gauge", "The served model (always 1).");
+  out += fmt::format("strata_model_info{{model=\"{}\"}} 1\n", label_value(model_id));
+  family(out, "strata_uptime_seconds", "gauge", "Seconds since the server started.");
+  out += fmt::format("strata_uptime_seconds {:.3f}\n", uptime_seconds);
+
+  family(out, "strata_http_requests_total", "counter",
+         "HTTP requests answered, by route and status.");
+  for (const auto& [key, count] : m.requests)
+    out += fmt::format("strata_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n",
+                       label_value(key.first), key.second, count);
+
+  family(out, "strata_requests_waiting", "gauge", "Generations queued for the engine.");
+  out += fmt::format("strata_requests_waiting {}\n", q.waiting);
+  family(out, "strata_requests_running", "gauge", "Generations running on the engine.");
+  out += fmt::format("strata_requests_running {}\n", q.running);
+  family(out, "strata_generations_total", "counter", "Generations ended, by outcome.");
+  out += fmt::format("strata_generations_total{{outcome=\"finished\"}} {}\n", q.finished);
+  out += fmt::format("strata_generations_total{{outcome=\"cancelled\"}} {}\n", q.cancelled);
+  out += fmt::format("strata_generations_total{{outcome=\"failed\"}} {}\n", q.failed);
+
+  family(out, "strata_prompt_tokens_total", "counter", "Prompt tokens processed.");
+  out += fmt::format("strata_prompt_tokens_total {}\n", q.prompt_tokens);
+  family(out, "strata_generation_tokens_total", "counter", "Tokens generated.");
+  out += fmt::format("strata_generation_tokens_total {}\n", q.generated_tokens);
+  family(out, "strata_prefill_seconds_total", "counter", "Engine time spent on prompts.");
+  out += fmt::format("strata_prefill_seconds_total {:.6f}\n", q.prefill_seconds);
+  family(out, "strata_decode_seconds_total", "counter", "Engine time spent generating tokens.");
+  out += fmt::format("strata_decode_seconds_total {:.6f}\n", q.decode_seconds);
+
+  family(out, "strata_time_to_first_token_seconds", "summary",
+         "From request queued to first token (queue wait included).");
+  out += fmt::format("strata_time_to_first_token_seconds_sum {:.6f}\n", m.ttft_seconds_sum);
+  out += fmt::format("strata_time_to_first_token_seconds_count {}\n", m.generations);
+  family(out, "strata_generation_seconds", "summary",
+         "Engine time per generation (prompt and tokens).");
+  out += fmt::format("strata_generation_seconds_sum {:.6f}\n", m.generation_seconds_sum);
+  out += fmt::format("strata_generation_seconds_count {}\n", m.generations);
+
+  const ProcessMemory mem = process_memory();
+  family(out, "strata_model_weight_bytes", "gauge", "Bytes of model weights.");
+  out += fmt::format("strata_model_weight_bytes {}\n", weight_bytes);
+  family(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  out += fmt::format("process_resident_memory_bytes {}\n", mem.resident_bytes);
+  family(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+  out += fmt::format("process_virtual_memory_bytes {}\n", mem.virtual_bytes);
+  return out;
+}
+
+}  // namespace strata::server

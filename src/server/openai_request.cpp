@@ -1,0 +1,444 @@
+// Validation of OpenAI request bodies. Messages follow OpenAI's limits and wording ("Invalid type
+// for 'temperature': expected a number, but got a string instead."); the shape of messages is
+// checked here, their normalisation for templates is the chat layer's job.
+#include "server/openai_request.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "server/api_error.h"
+
+namespace strata::server {
+namespace {
+
+const char* type_name(const OrderedJson& v) {
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+[[noreturn]] void wrong_type(const std::string& param, const char* expected,
+                             const OrderedJson& got) {
+  throw ApiError(400,
+                 fmt::format("Invalid type for '{}': expected {}, but got {} instead.", param,
+                             expected, type_name(got)),
+                 param, "invalid_type");
+}
+
+[[noreturn]] void invalid_value(const std::string& param, const std::string& why) {
+  throw ApiError(400, fmt::format("Invalid value for '{}': {}", param, why), param,
+                 "invalid_value");
+}
+
+[[noreturn]] void unsupported(const std::string& param, const std::string& why) {
+  throw ApiError(400, why, param, "unsupported_parameter");
+}
+
+// Typed access to the fields of one JSON object; null counts as absent, as in OpenAI's API.
+class Fields {
+ public:
+  Fields(const OrderedJson& object, std::string prefix)
+      : object_(object), prefix_(std::move(prefix)) {}
+
+  std::string param(std::string_view key) const {
+    return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
+  }
+
+  const OrderedJson* get(const char* key) const {
+    auto it = object_.find(key);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  std::optional<double> number(const char* key, double min, double max) const {
+    const OrderedJson* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) wrong_type(param(key), "a number", *v);
+    const double x = v->get<double>();
+    if (!(x >= min && x <= max))
+      invalid_value(param(key),
+                    fmt::format("expected a value between {} and {}, got {}.", min, max, x));
+    return x;
+  }
+
+  std::optional<int64_t> integer(const char* key, int64_t min, int64_t max) const {
+    const OrderedJson* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (v->is_number_float() && std::nearbyint(v->get<double>()) == v->get<double>() &&
+        std::fabs(v->get<double>()) < 9e15)
+      return checked(key, static_cast<int64_t>(v->get<double>()), min, max);  // 5.0 reads as 5
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      invalid_value(param(key), fmt::format("expected at most {}.", max));
+    if (!v->is_number_integer()) wrong_type(param(key), "an integer", *v);
+    return checked(key, v->get<int64_t>(), min, max);
+  }
+
+  std::optional<bool> boolean(const char* key) const {
+    const OrderedJson* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) wrong_type(param(key), "a boolean", *v);
+    return v->get<bool>();
+  }
+
+  std::optional<std::string> string(const char* key) const {
+    const OrderedJson* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) wrong_type(param(key), "a string", *v);
+    return v->get<std::string>();
+  }
+
+  const OrderedJson* object(const char* key) const {
+    const OrderedJson* v = get(key);
+    if (v != nullptr && !v->is_object()) wrong_type(param(key), "an object", *v);
+    return v;
+  }
+
+  const OrderedJson* array(const char* key) const {
+    const OrderedJson* v = get(key);
+    if (v != nullptr && !v->is_array()) wrong_type(param(key), "an array", *v);
+    return v;
+  }
+
+ private:
+  int64_t checked(const char* key, int64_t x, int64_t min, int64_t max) const {
+    if (x < min || x > max)
+      invalid_value(param(key),
+                    fmt::format("expected a value between {} and {}, got {}.", min, max, x));
+    return x;
+  }
+
+  const OrderedJson& object_;
+  std::string prefix_;
+};
+
+std::vector<std::string> parse_stop(const Fields& f) {
+  const OrderedJson* v = f.get("stop");
+  if (v == nullptr) return {};
+  if (v->is_string()) return {v->get<std::string>()};
+  if (!v->is_array()) wrong_type("stop", "a string or an array of strings", *v);
+  if (v->size() > 16) invalid_value("stop", "at most 16 stop sequences are supported.");
+  std::vector<std::string> stops;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const OrderedJson& s = (*v)[i];
+    if (!s.is_string()) wrong_type(fmt::format("stop[{}]", i), "a string", s);
+    stops.push_back(s.get<std::string>());
+  }
+  return stops;
+}
+
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const Fields& f) {
+  const OrderedJson* v = f.object("logit_bias");
+  std::vector<std::pair<int32_t, float>> bias;
+  if (v == nullptr) return bias;
+  for (const auto& [key, value] : v->items()) {
+    const std::string param = "logit_bias." + key;
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != key.size() || id < 0 || id > INT32_MAX)
+      invalid_value("logit_bias", fmt::format("keys must be token ids, got '{}'.", key));
+    if (!value.is_number()) wrong_type(param, "a number", value);
+    const double b = value.get<double>();
+    if (!(b >= -100 && b <= 100)) invalid_value(param, "a bias must be between -100 and 100.");
+    bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
+  return bias;
+}
+
+// Fields both endpoints share; `default_model` is not needed here: the handler resolves names.
+GenerationOptions parse_options(const Fields& f) {
+  GenerationOptions o;
+  if (auto model = f.string("model")) o.model = *model;
+  o.max_tokens = f.integer("max_tokens", 0, INT32_MAX);
+  if (auto m = f.integer("max_completion_tokens", 0, INT32_MAX)) o.max_tokens = m;
+  runtime::SamplingParams& s = o.sampling;
+  s.temperature = static_cast<float>(f.number("temperature", 0, 2).value_or(1.0));
+  s.top_p = static_cast<float>(f.number("top_p", 0, 1).value_or(1.0));
+  if (s.top_p == 0) s.temperature = 0;  // nothing but the top token survives
+  const int64_t top_k = f.integer("top_k", -1, INT32_MAX).value_or(0);
+  s.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);  // -1 means off (vLLM)
+  s.min_p = static_cast<float>(f.number("min_p", 0, 1).value_or(0.0));
+  s.presence_penalty = static_cast<float>(f.number("presence_penalty", -2, 2).value_or(0.0));
+  s.frequency_penalty = static_cast<float>(f.number("frequency_penalty", -2, 2).value_or(0.0));
+  s.repetition_penalty = static_cast<float>(f.number("repetition_penalty", 0.01, 10).value_or(1.0));
+  s.logit_bias = parse_logit_bias(f);
+  o.seed = f.integer("seed", INT64_MIN, INT64_MAX);
+  if (o.seed) s.seed = static_cast<uint64_t>(*o.seed);
+  o.stop = parse_stop(f);
+  o.stream = f.boolean("stream").value_or(false);
+  if (const OrderedJson* so = f.object("stream_options")) {
+    if (!o.stream)
+      invalid_value("stream_options", "stream_options is only allowed when 'stream' is true.");
+    o.include_usage = Fields(*so, "stream_options").boolean("include_usage").value_or(false);
+  }
+  if (auto n = f.integer("n", 1, 128); n && *n != 1)
+    unsupported(
+        "n",
+        "Only n=1 is supported: strata returns one choice per request; send n requests instead.");
+  if (auto user = f.string("user")) o.user = *user;
+  o.ignore_eos = f.boolean("ignore_eos").value_or(false);
+  return o;
+}
+
+void check_tool_calls(const OrderedJson& calls, const std::string& param) {
+  if (!calls.is_array()) wrong_type(param, "an array", calls);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", param, i);
+    const OrderedJson& call = calls[i];
+    if (!call.is_object()) wrong_type(p, "an object", call);
+    const Fields f(call, p);
+    f.string("id");
+    if (auto type = f.string("type"); type && *type != "function")
+      invalid_value(p + ".type", "only 'function' tool calls exist.");
+    const OrderedJson* fn = f.object("function");
+    if (fn == nullptr)
+      bad_request(p + ".function", fmt::format("Missing required parameter: '{}.function'.", p));
+    const Fields ff(*fn, p + ".function");
+    if (!ff.string("name"))
+      bad_request(ff.param("name"),
+                  fmt::format("Missing required parameter: '{}'.", ff.param("name")));
+    const OrderedJson* args = ff.get("arguments");
+    if (args != nullptr && !args->is_string() && !args->is_object())
+      wrong_type(ff.param("arguments"), "a string (JSON text) or an object", *args);
+  }
+}
+
+void check_content(const OrderedJson& message, const std::string& param, bool required) {
+  auto it = message.find("content");
+  if (it == message.end() || it->is_null()) {
+    if (required) bad_request(param, fmt::format("Missing required parameter: '{}'.", param));
+    return;
+  }
+  if (it->is_string()) return;
+  if (!it->is_array()) wrong_type(param, "a string or an array of content parts", *it);
+  for (size_t i = 0; i < it->size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", param, i);
+    const OrderedJson& part = (*it)[i];
+    if (!part.is_object()) wrong_type(p, "an object", part);
+    const Fields f(part, p);
+    const auto type = f.string("type");
+    if (!type) bad_request(p + ".type", fmt::format("Missing required parameter: '{}.type'.", p));
+    if (*type != "text")
+      unsupported(
+          p + ".type",
+          fmt::format(
+              "Content parts of type '{}' are not supported: strata serves text-only models.",
+              *type));
+    if (!f.string("text"))
+      bad_request(p + ".text", fmt::format("Missing required parameter: '{}.text'.", p));
+  }
+}
+
+OrderedJson parse_messages(const Fields& f) {
+  const OrderedJson* messages = f.array("messages");
+  if (messages == nullptr) bad_request("messages", "Missing required parameter: 'messages'.");
+  if (messages->empty()) invalid_value("messages", "expected a non-empty array of messages.");
+  OrderedJson out = *messages;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const std::string p = fmt::format("messages[{}]", i);
+    OrderedJson& m = out[i];
+    if (!m.is_object()) wrong_type(p, "an object", m);
+    const Fields mf(m, p);
+    const auto role = mf.string("role");
+    if (!role) bad_request(p + ".role", fmt::format("Missing required parameter: '{}.role'.", p));
+    if (*role == "developer") m["role"] = "system";  // OpenAI's newer name; templates know "system"
+    const bool assistant = *role == "assistant";
+    if (*role != "system" && *role != "developer" && *role != "user" && !assistant &&
+        *role != "tool")
+      invalid_value(
+          p + ".role",
+          fmt::format("'{}' is not one of system, developer, user, assistant, tool.", *role));
+    if (assistant) {
+      const OrderedJson* calls = mf.get("tool_calls");
+      if (calls != nullptr) check_tool_calls(*calls, p + ".tool_calls");
+      check_content(m, p + ".content", calls == nullptr || calls->empty());
+      mf.string("reasoning_content");
+      mf.string("reasoning");
+    } else {
+      check_content(m, p + ".content", true);
+    }
+    if (*role == "tool") mf.string("tool_call_id");
+    mf.string("name");
+  }
+  return out;
+}
+
+OrderedJson parse_tools(const Fields& f) {
+  const OrderedJson* tools = f.array("tools");
+  if (tools == nullptr || tools->empty()) return nullptr;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const std::string p = fmt::format("tools[{}]", i);
+    const OrderedJson& tool = (*tools)[i];
+    if (!tool.is_object()) wrong_type(p, "an object", tool);
+    const Fields tf(tool, p);
+    const auto type = tf.string("type");
+    if (type && *type != "function")
+      unsupported(p + ".type",
+                  fmt::format("Tools of type '{}' are not supported; use 'function'.", *type));
+    const OrderedJson* fn = tf.object("function");
+    if (fn == nullptr)
+      bad_request(p + ".function", fmt::format("Missing required parameter: '{}.function'.", p));
+    const Fields ff(*fn, p + ".function");
+    const auto name = ff.string("name");
+    if (!name || name->empty())
+      bad_request(ff.param("name"),
+                  fmt::format("Missing required parameter: '{}'.", ff.param("name")));
+    ff.string("description");
+    ff.object("parameters");
+    ff.boolean("strict");
+  }
+  return *tools;
+}
+
+void parse_tool_choice(const Fields& f, ChatCompletionRequest& r) {
+  const OrderedJson* v = f.get("tool_choice");
+  if (v == nullptr) return;
+  if (v->is_string()) {
+    const std::string s = v->get<std::string>();
+    if (s == "auto")
+      r.tool_choice = ToolChoice::kAuto;
+    else if (s == "none")
+      r.tool_choice = ToolChoice::kNone;
+    else if (s == "required")
+      r.tool_choice = ToolChoice::kRequired;
+    else
+      invalid_value(
+          "tool_choice",
+          fmt::format("expected 'none', 'auto', 'required' or a named function, got '{}'.", s));
+  } else if (v->is_object()) {
+    const Fields cf(*v, "tool_choice");
+    if (auto type = cf.string("type"); type && *type != "function")
+      invalid_value("tool_choice.type", "only 'function' can be named.");
+    const OrderedJson* fn = cf.object("function");
+    const auto name =
+        fn == nullptr ? std::nullopt : Fields(*fn, "tool_choice.function").string("name");
+    if (!name)
+      bad_request("tool_choice.function.name",
+                  "Missing required parameter: 'tool_choice.function.name'.");
+    r.tool_choice = ToolChoice::kNamed;
+    r.tool_choice_name = *name;
+  } else {
+    wrong_type("tool_choice", "a string or an object", *v);
+  }
+  if (r.tools.is_null() &&
+      (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed))
+    invalid_value("tool_choice", "tool_choice 'required' or a named function needs 'tools'.");
+  if (r.tool_choice == ToolChoice::kNamed) {
+    bool found = false;
+    for (const auto& tool : r.tools)
+      found = found || tool["function"]["name"] == r.tool_choice_name;
+    if (!found)
+      invalid_value("tool_choice",
+                    fmt::format("no tool named '{}' in 'tools'.", r.tool_choice_name));
+  }
+}
+
+void parse_response_format(const Fields& f) {
+  const OrderedJson* v = f.object("response_format");
+  if (v == nullptr) return;
+  const auto type = Fields(*v, "response_format").string("type");
+  if (!type)
+    bad_request("response_format.type", "Missing required parameter: 'response_format.type'.");
+  if (*type == "text") return;
+  if (*type == "json_object" || *type == "json_schema")
+    unsupported("response_format",
+                fmt::format("response_format '{}' is not supported yet: strata has no structured "
+                            "(constrained) output. Use 'text' and ask for JSON in the prompt.",
+                            *type));
+  invalid_value("response_format.type",
+                fmt::format("expected 'text', 'json_object' or 'json_schema', got '{}'.", *type));
+}
+
+}  // namespace
+
+OrderedJson parse_body(std::string_view body) {
+  OrderedJson j = OrderedJson::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    throw ApiError(400, "The request body is not valid JSON.", {}, "invalid_json");
+  if (!j.is_object())
+    throw ApiError(400,
+                   fmt::format("The request body must be a JSON object, got {}.", type_name(j)), {},
+                   "invalid_json");
+  return j;
+}
+
+ChatCompletionRequest parse_chat_request(const OrderedJson& body) {
+  const Fields f(body, "");
+  ChatCompletionRequest r;
+  r.options = parse_options(f);
+  r.messages = parse_messages(f);
+  r.tools = parse_tools(f);
+  parse_tool_choice(f, r);
+  r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
+  parse_response_format(f);
+  if (f.boolean("logprobs").value_or(false))
+    unsupported("logprobs",
+                "logprobs are not supported yet: the engine does not expose token probabilities.");
+  if (f.integer("top_logprobs", 0, 20).value_or(0) > 0)
+    invalid_value("top_logprobs",
+                  "top_logprobs needs 'logprobs': true (which is not supported yet).");
+  if (const OrderedJson* kw = f.object("chat_template_kwargs")) r.chat_template_kwargs = *kw;
+  if (auto effort = f.string("reasoning_effort")) {
+    if (*effort != "none" && *effort != "minimal" && *effort != "low" && *effort != "medium" &&
+        *effort != "high")
+      invalid_value("reasoning_effort",
+                    fmt::format("expected none, minimal, low, medium or high, got '{}'.", *effort));
+    r.reasoning_effort = effort;
+  }
+  return r;
+}
+
+CompletionRequest parse_completion_request(const OrderedJson& body) {
+  const Fields f(body, "");
+  CompletionRequest r;
+  r.options = parse_options(f);
+  const OrderedJson* prompt = f.get("prompt");
+  if (prompt == nullptr) bad_request("prompt", "Missing required parameter: 'prompt'.");
+  auto token_ids = [](const OrderedJson& list, const std::string& param) {
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const OrderedJson& id = list[i];
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+        wrong_type(fmt::format("{}[{}]", param, i), "a token id (a non-negative integer)", id);
+      ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+    return ids;
+  };
+  if (prompt->is_string()) {
+    r.prompt = prompt->get<std::string>();
+  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
+    r.prompt = token_ids(*prompt, "prompt");
+  } else if (prompt->is_array()) {
+    if (prompt->size() != 1)
+      unsupported("prompt",
+                  "Only one prompt per request is supported; send several requests instead.");
+    const OrderedJson& only = (*prompt)[0];
+    if (only.is_string())
+      r.prompt = only.get<std::string>();
+    else if (only.is_array())
+      r.prompt = token_ids(only, "prompt[0]");
+    else
+      wrong_type("prompt[0]", "a string or an array of token ids", only);
+  } else {
+    wrong_type("prompt", "a string, an array of strings or an array of token ids", *prompt);
+  }
+  r.echo = f.boolean("echo").value_or(false);
+  if (auto best_of = f.integer("best_of", 1, 20); best_of && *best_of != 1)
+    unsupported("best_of", "Only best_of=1 is supported.");
+  if (auto suffix = f.string("suffix"); suffix && !suffix->empty())
+    unsupported("suffix", "suffix (insertion) is not supported.");
+  if (f.integer("logprobs", 0, 5))
+    unsupported("logprobs",
+                "logprobs are not supported yet: the engine does not expose token probabilities.");
+  return r;
+}
+
+}  // namespace strata::server

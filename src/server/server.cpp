@@ -1,0 +1,534 @@
+// Server: the routes and what each does. Chat and completion requests are parsed and validated,
+// rendered and tokenized on the HTTP thread, checked against the context size, then queued as a
+// GenerationStream; the response streams its deltas (SSE) or waits for the whole message, and
+// cancels the generation as soon as the client is gone.
+#include "server/server.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "core/log.h"
+#include "server/api_error.h"
+#include "server/auth.h"
+#include "server/generation_queue.h"
+#include "server/generation_stream.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+
+namespace strata::server {
+namespace {
+
+constexpr std::chrono::milliseconds kPollInterval{
+    50};  // how often a waiting stream checks its client
+
+HttpResponse json_response(int status, const OrderedJson& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = dump(body);
+  return r;
+}
+
+HttpResponse error_response(const ApiError& e) {
+  HttpResponse r = json_response(e.status(), e.to_json());
+  if (e.status() == 401) r.headers["WWW-Authenticate"] = "Bearer";
+  return r;
+}
+
+HttpResponse library_error(int status, size_t max_body_bytes) {
+  switch (status) {
+    case 404:
+      return error_response(ApiError(404, "Not found: no such endpoint.", {}, "not_found"));
+    case 405:
+      return error_response(
+          ApiError(405, "Method not allowed for this endpoint.", {}, "method_not_allowed"));
+    case 413:
+      return error_response(ApiError(
+          413, fmt::format("The request body is too large: the limit is {} bytes.", max_body_bytes),
+          {}, "request_too_large"));
+    case 500:
+      return error_response(ApiError(500, "Internal server error.", {}, {}, "server_error"));
+    default:
+      break;
+  }
+  return error_response(
+      ApiError(status, fmt::format("The HTTP request was rejected ({}).", status)));
+}
+
+uint64_t random_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  ServedModel model;
+  HttpServer http;
+  GenerationQueue queue;
+  Metrics metrics;
+  std::vector<int32_t> eos_ids;
+  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  const int64_t created = unix_time_now();
+
+  Impl(ServerOptions o, ServedModel m)
+      : options(std::move(o)),
+        model(m),
+        http(HttpServerOptions{
+            .host = options.host,
+            .port = options.port,
+            .threads = options.max_concurrency + 16,  // + health, metrics, idle keep-alives
+            .max_body_bytes = options.max_body_bytes}),
+        queue(m.engine, options.max_concurrency) {
+    eos_ids = model.tokenizer.eos_ids();
+    for (int32_t id : model.engine.model().config().eos_token_ids)
+      if (std::find(eos_ids.begin(), eos_ids.end(), id) == eos_ids.end()) eos_ids.push_back(id);
+    add_routes();
+  }
+
+  int64_t context_size() const { return model.engine.options().context_size; }
+
+  void add_routes() {
+    http.set_error_body(
+        [max = options.max_body_bytes](int status) { return library_error(status, max); });
+    if (!options.api_key.empty()) {
+      http.set_guard([this](const HttpRequest& r) -> std::optional<HttpResponse> {
+        if (r.path == "/health") return std::nullopt;  // for liveness probes
+        if (auto e = check_bearer(r.header("authorization"), options.api_key)) {
+          metrics.count_request(r.path, 401);
+          return error_response(*e);
+        }
+        return std::nullopt;
+      });
+    }
+    for (const char* prefix : {"/v1", ""}) {
+      const std::string p = prefix;
+      add("POST", p + "/chat/completions", [this](const HttpRequest& r) { return chat(r); });
+      add("POST", p + "/completions", [this](const HttpRequest& r) { return completion(r); });
+      add("GET", p + "/models", [this](const HttpRequest&) { return models(); });
+      add("GET", p + "/models/*", [this](const HttpRequest& r) { return model_by_id(r); });
+    }
+    add("GET", "/health", [this](const HttpRequest&) { return health(); });
+    add("GET", "/metrics", [this](const HttpRequest&) { return prometheus(); });
+    add("POST", "/tokenize", [this](const HttpRequest& r) { return tokenize(r); });
+    add("POST", "/detokenize", [this](const HttpRequest& r) { return detokenize(r); });
+  }
+
+  // Registers a route whose ApiErrors (and errors from the layers below) become OpenAI errors.
+  void add(const char* method, const std::string& path,
+           std::function<HttpResponse(const HttpRequest&)> handler) {
+    http.route(method, path, [this, path, handler = std::move(handler)](const HttpRequest& r) {
+      HttpResponse response;
+      try {
+        response = handler(r);
+      } catch (const ApiError& e) {
+        response = error_response(e);
+      } catch (const Error& e) {
+        response = error_response(api_error_from(e));
+      } catch (const std::exception& e) {
+        log::error("{} {}: {}", r.method, r.path, e.what());
+        response = error_response(ApiError(500, e.what(), {}, {}, "server_error"));
+      }
+      metrics.count_request(path, response.status);
+      return response;
+    });
+  }
+
+  void check_model(const std::string& name) const {
+    if (name.empty() || name == options.model_id) return;
+    for (const auto& alias : options.aliases)
+      if (name == alias) return;
+    throw ApiError(404,
+                   fmt::format("The model '{}' does not exist. This server serves '{}'.", name,
+                               options.model_id),
+                   "model", "model_not_found");
+  }
+
+  OrderedJson model_json() const {
+    return {{"id", options.model_id},
+            {"object", "model"},
+            {"created", created},
+            {"owned_by", "strata"},
+            {"max_model_len", context_size()}};
+  }
+
+  HttpResponse models() const {
+    return json_response(200, {{"object", "list"}, {"data", OrderedJson::array({model_json()})}});
+  }
+
+  HttpResponse model_by_id(const HttpRequest& r) const {
+    check_model(r.path.substr(r.path.find("/models/") + 8));
+    return json_response(200, model_json());
+  }
+
+  HttpResponse health() const {
+    const QueueStats q = queue.stats();
+    const model::ModelInfo info = model.engine.model().info();
+    const ProcessMemory mem = process_memory();
+    const double uptime =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return json_response(
+        200, {{"status", "ok"},
+              {"model", options.model_id},
+              {"context_size", context_size()},
+              {"uptime_seconds", uptime},
+              {"memory",
+               {{"weights_bytes", info.weight_bytes},
+                {"state_bytes_per_token", info.state_bytes_per_token},
+                {"resident_bytes", mem.resident_bytes}}},
+              {"requests",
+               {{"waiting", q.waiting},
+                {"running", q.running},
+                {"finished", q.finished},
+                {"cancelled", q.cancelled},
+                {"failed", q.failed}}},
+              {"tokens", {{"prompt", q.prompt_tokens}, {"generated", q.generated_tokens}}}});
+  }
+
+  HttpResponse prometheus() const {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    const double uptime =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    r.body = prometheus_text(metrics.snapshot(), queue.stats(), options.model_id, uptime,
+                             model.engine.model().info().weight_bytes);
+    return r;
+  }
+
+  HttpResponse tokenize(const HttpRequest& r) const {
+    const OrderedJson body = parse_body(r.body);
+    std::string text;
+    bool add_special = false;
+    if (body.contains("messages")) {
+      // A chat, rendered as /v1/chat/completions would render it.
+      const ChatCompletionRequest chat_request = parse_chat_request(body);
+      text = render(chat_request).text;
+    } else {
+      const char* key = body.contains("content") ? "content" : "prompt";
+      auto it = body.find(key);
+      if (it == body.end() || !it->is_string())
+        bad_request("content", "Expected 'content' (or 'prompt') as a string, or 'messages'.");
+      text = it->get<std::string>();
+      for (const char* flag : {"add_special", "add_special_tokens"}) {
+        auto f = body.find(flag);
+        if (f == body.end() || f->is_null()) continue;
+        if (!f->is_boolean()) bad_request(flag, fmt::format("'{}' must be a boolean.", flag));
+        add_special = f->get<bool>();
+      }
+    }
+    const std::vector<int32_t> ids = model.tokenizer.encode(text, add_special);
+    OrderedJson out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", context_size()}};
+    if (auto p = body.find("with_pieces"); p != body.end() && p->is_boolean() && p->get<bool>()) {
+      OrderedJson pieces = OrderedJson::array();
+      for (int32_t id : ids)
+        pieces.push_back(model.tokenizer.decode(std::span<const int32_t>(&id, 1)));
+      out["pieces"] = std::move(pieces);
+    }
+    return json_response(200, out);
+  }
+
+  HttpResponse detokenize(const HttpRequest& r) const {
+    const OrderedJson body = parse_body(r.body);
+    auto it = body.find("tokens");
+    if (it == body.end() || !it->is_array())
+      bad_request("tokens", "Expected 'tokens': an array of token ids.");
+    std::vector<int32_t> ids;
+    const int64_t vocab = model.tokenizer.vocab_size();
+    for (size_t i = 0; i < it->size(); ++i) {
+      const OrderedJson& id = (*it)[i];
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
+        bad_request(fmt::format("tokens[{}]", i),
+                    fmt::format("Expected a token id between 0 and {}.", vocab - 1));
+      ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+    const std::string text = model.tokenizer.decode(ids);
+    return json_response(200, {{"content", text}});
+  }
+
+  // The tools the prompt shows: none for tool_choice "none", only the named one when named.
+  static OrderedJson prompt_tools(const ChatCompletionRequest& r) {
+    if (r.tools.is_null() || r.tool_choice == ToolChoice::kNone) return nullptr;
+    if (r.tool_choice != ToolChoice::kNamed) return r.tools;
+    OrderedJson named = OrderedJson::array();
+    for (const auto& tool : r.tools)
+      if (tool["function"]["name"] == r.tool_choice_name) named.push_back(tool);
+    return named;
+  }
+
+  text::chat::RenderedPrompt render(const ChatCompletionRequest& r) const {
+    text::chat::ChatRequest chat;
+    chat.messages = r.messages;
+    chat.tools = prompt_tools(r);
+    chat.kwargs = r.chat_template_kwargs;
+    chat.reasoning_effort = r.reasoning_effort;
+    try {
+      return model.chat_template.render(chat);
+    } catch (const Error& e) {
+      ApiError api = api_error_from(e);
+      throw ApiError(api.status(),
+                     fmt::format("The chat template could not render these messages: {}", e.what()),
+                     "messages", api.code(), api.type());
+    }
+  }
+
+  // The engine request for a prompt: context check, max_tokens, sampling, end-of-generation ids.
+  runtime::GenerationRequest generation_request(const GenerationOptions& o,
+                                                std::vector<int32_t> prompt,
+                                                const char* prompt_name,
+                                                int64_t default_max_tokens) const {
+    const int64_t ctx = context_size();
+    const int64_t n = static_cast<int64_t>(prompt.size());
+    if (n >= ctx)
+      throw ApiError(
+          400,
+          fmt::format(
+              "This model's maximum context length is {} tokens. However, your {} resulted in {} "
+              "tokens. Please reduce the length of the {}.",
+              ctx, prompt_name, n, prompt_name),
+          prompt_name, "context_length_exceeded");
+    if (o.max_tokens && n + *o.max_tokens > ctx)
+      throw ApiError(
+          400,
+          fmt::format(
+              "This model's maximum context length is {} tokens. However, you requested {} tokens "
+              "({} in the {}, {} in the completion). Please reduce the length of the {} or "
+              "completion.",
+              ctx, n + *o.max_tokens, n, prompt_name, *o.max_tokens, prompt_name),
+          "max_tokens", "context_length_exceeded");
+    const int64_t vocab = model.engine.model().config().vocab_size;
+    for (const auto& [id, bias] : o.sampling.logit_bias)
+      if (id >= vocab)
+        bad_request("logit_bias",
+                    fmt::format("Token id {} is outside the vocabulary (size {}).", id, vocab));
+    runtime::GenerationRequest g;
+    g.prompt = std::move(prompt);
+    g.max_tokens = o.max_tokens.value_or(std::min(default_max_tokens, ctx - n));
+    g.sampling = o.sampling;
+    if (!o.seed) g.sampling.seed = random_seed();
+    if (!o.ignore_eos) g.stop_ids = eos_ids;
+    return g;
+  }
+
+  std::shared_ptr<GenerationStream> submit(runtime::GenerationRequest g, const GenerationOptions& o,
+                                           bool skip_special_tokens,
+                                           std::optional<text::chat::ParserConfig> parser) {
+    auto job = std::make_shared<GenerationStream>(model.tokenizer, skip_special_tokens, o.stop,
+                                                  std::move(parser));
+    job->request = std::move(g);
+    queue.submit(job);
+    return job;
+  }
+
+  Usage usage_of(const GenerationStream& job) const {
+    Usage u;
+    u.prompt_tokens = static_cast<int64_t>(job.request.prompt.size());
+    u.completion_tokens = job.completion_tokens();
+    const std::string& reasoning = job.message().reasoning_content;
+    if (!reasoning.empty())
+      u.reasoning_tokens = static_cast<int64_t>(model.tokenizer.encode(reasoning).size());
+    return u;
+  }
+
+  // Waits for the job's end while checking that its client is still there; false (and the job
+  // cancelled) once it is not. Streams each update through `on_update` first.
+  bool follow(GenerationStream& job, BodyWriter& out, StreamUpdate& update,
+              const std::function<bool(const StreamUpdate&)>& on_update) {
+    auto last_check = std::chrono::steady_clock::now();
+    for (;;) {
+      update = job.wait(kPollInterval);
+      bool ok = on_update(update);
+      const auto now = std::chrono::steady_clock::now();
+      if (ok && !update.done && now - last_check >= kPollInterval) {
+        ok = out.connected();  // also while deltas arrive: a non-streaming client writes nothing
+        last_check = now;
+      }
+      if (!ok) {
+        job.cancel();
+        return false;
+      }
+      if (update.done) return true;
+    }
+  }
+
+  // The end of a generation that did not complete: an engine error or a cancel at shutdown.
+  static std::optional<ApiError> failure(const StreamUpdate& u) {
+    if (!u.error.empty())
+      return ApiError(500, "Generation failed: " + u.error, {}, {}, "server_error");
+    if (u.finish_reason == "cancelled")
+      return ApiError(503, "The server is shutting down; the generation was cancelled.", {},
+                      "server_shutting_down", "server_error");
+    return std::nullopt;
+  }
+
+  void observe(const GenerationStream& job) {
+    metrics.observe_generation(job.seconds_to_first_token(),
+                               job.prefill_seconds() + job.decode_seconds());
+  }
+
+  HttpResponse chat(const HttpRequest& http_request) {
+    const ChatCompletionRequest r = parse_chat_request(parse_body(http_request.body));
+    check_model(r.options.model);
+    const text::chat::RenderedPrompt rendered = render(r);
+    std::vector<int32_t> prompt =
+        model.tokenizer.encode(rendered.text, /*add_special_tokens=*/false);
+    if (prompt.empty()) bad_request("messages", "The messages rendered to an empty prompt.");
+    const OrderedJson tools = prompt_tools(r);
+    text::chat::ParserConfig parser = model.chat_template.parser_config(rendered, tools);
+    if (tools.is_null()) parser.tool_format = text::chat::ToolCallFormat::kNone;
+    auto job =
+        submit(generation_request(r.options, std::move(prompt), "messages", INT64_MAX), r.options,
+               /*skip_special_tokens=*/false, std::move(parser));
+    const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
+    return r.options.stream ? stream_chat(job, header, r.options.include_usage)
+                            : whole_chat(job, header);
+  }
+
+  HttpResponse whole_chat(std::shared_ptr<GenerationStream> job, ResponseHeader header) {
+    HttpResponse response;
+    response.stream = [this, job, header](BodyWriter& out) {
+      StreamUpdate u;
+      if (!follow(*job, out, u, [](const StreamUpdate&) { return true; })) return;
+      observe(*job);
+      if (auto e = failure(u)) {
+        out.write(dump(e->to_json()));
+        return;
+      }
+      out.write(
+          dump(chat_completion_json(header, job->message(), u.finish_reason, usage_of(*job))));
+    };
+    return response;
+  }
+
+  HttpResponse stream_chat(std::shared_ptr<GenerationStream> job, ResponseHeader header,
+                           bool include_usage) {
+    HttpResponse response;
+    response.content_type = "text/event-stream";
+    response.headers["Cache-Control"] = "no-cache";
+    response.stream = [this, job, header, include_usage](BodyWriter& out) {
+      auto chunk = [&](OrderedJson delta, const std::string& finish) {
+        return out.write(
+            sse_event(chat_chunk_json(header, std::move(delta), finish, include_usage)));
+      };
+      if (!chunk({{"role", "assistant"}, {"content", ""}}, "")) {
+        job->cancel();
+        return;
+      }
+      StreamUpdate u;
+      const bool completed = follow(*job, out, u, [&](const StreamUpdate& update) {
+        for (const auto& d : update.deltas)
+          if (!chunk(delta_json(d), "")) return false;
+        return true;
+      });
+      if (!completed) return;
+      observe(*job);
+      if (auto e = failure(u)) {
+        out.write(sse_event(e->to_json()));
+      } else {
+        chunk(OrderedJson::object(), u.finish_reason);
+        if (include_usage)
+          out.write(sse_event(usage_chunk_json(header, "chat.completion.chunk", usage_of(*job))));
+      }
+      out.write(kSseDone);
+    };
+    return response;
+  }
+
+  HttpResponse completion(const HttpRequest& http_request) {
+    const CompletionRequest r = parse_completion_request(parse_body(http_request.body));
+    check_model(r.options.model);
+    std::vector<int32_t> prompt;
+    std::string prompt_text;
+    if (const auto* text = std::get_if<std::string>(&r.prompt)) {
+      prompt = model.tokenizer.encode(*text, /*add_special_tokens=*/true);
+      prompt_text = *text;
+    } else {
+      prompt = std::get<std::vector<int32_t>>(r.prompt);
+      const int64_t vocab = model.engine.model().config().vocab_size;
+      for (int32_t id : prompt)
+        if (id >= vocab)
+          bad_request("prompt",
+                      fmt::format("Token id {} is outside the vocabulary (size {}).", id, vocab));
+      if (r.echo) prompt_text = model.tokenizer.decode(prompt);
+    }
+    if (prompt.empty()) {
+      if (!model.tokenizer.bos_id()) bad_request("prompt", "The prompt is empty.");
+      prompt.push_back(*model.tokenizer.bos_id());
+    }
+    auto job = submit(generation_request(r.options, std::move(prompt), "prompt", 16), r.options,
+                      /*skip_special_tokens=*/true, std::nullopt);
+    const ResponseHeader header{new_response_id("cmpl-"), unix_time_now(), options.model_id};
+    const std::string echo = r.echo ? prompt_text : std::string();
+    return r.options.stream ? stream_completion(job, header, r.options.include_usage, echo)
+                            : whole_completion(job, header, echo);
+  }
+
+  HttpResponse whole_completion(std::shared_ptr<GenerationStream> job, ResponseHeader header,
+                                std::string echo) {
+    HttpResponse response;
+    response.stream = [this, job, header, echo](BodyWriter& out) {
+      StreamUpdate u;
+      if (!follow(*job, out, u, [](const StreamUpdate&) { return true; })) return;
+      observe(*job);
+      if (auto e = failure(u)) {
+        out.write(dump(e->to_json()));
+        return;
+      }
+      out.write(dump(
+          completion_json(header, echo + job->message().content, u.finish_reason, usage_of(*job))));
+    };
+    return response;
+  }
+
+  HttpResponse stream_completion(std::shared_ptr<GenerationStream> job, ResponseHeader header,
+                                 bool include_usage, std::string echo) {
+    HttpResponse response;
+    response.content_type = "text/event-stream";
+    response.headers["Cache-Control"] = "no-cache";
+    response.stream = [this, job, header, include_usage, echo](BodyWriter& out) {
+      auto chunk = [&](const std::string& text, const std::string& finish) {
+        return out.write(sse_event(completion_chunk_json(header, text, finish, include_usage)));
+      };
+      if (!echo.empty() && !chunk(echo, "")) {
+        job->cancel();
+        return;
+      }
+      StreamUpdate u;
+      const bool completed = follow(*job, out, u, [&](const StreamUpdate& update) {
+        for (const auto& d : update.deltas)
+          if (!chunk(d.content, "")) return false;
+        return true;
+      });
+      if (!completed) return;
+      observe(*job);
+      if (auto e = failure(u)) {
+        out.write(sse_event(e->to_json()));
+      } else {
+        chunk("", u.finish_reason);
+        if (include_usage)
+          out.write(sse_event(usage_chunk_json(header, "text_completion", usage_of(*job))));
+      }
+      out.write(kSseDone);
+    };
+    return response;
+  }
+};
+
+Server::Server(ServerOptions options, ServedModel model)
+    : impl_(std::make_unique<Impl>(std::move(options), model)) {}
+
+Server::~Server() = default;
+
+int Server::bind() { return impl_->http.bind(); }
+
+void Server::run() { impl_->http.run(); }
+
+void Server::shutdown(std::chrono::milliseconds grace) {
+  impl_->http.stop();
+  impl_->queue.close(grace);
+}
+
+}  // namespace strata::server

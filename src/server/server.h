@@ -1,0 +1,56 @@
+// The OpenAI-compatible server: routes, auth, and the path from a request to the engine and back.
+//   POST /v1/chat/completions, POST /v1/completions (also without /v1), GET /v1/models[/ID],
+//   GET /health, GET /metrics, POST /tokenize, POST /detokenize.
+// One Engine serves every request through a FIFO GenerationQueue; HTTP threads render, tokenize
+// and stream; a client that disconnects has its generation cancelled within one step.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "text/chat/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace strata::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;      // 0: any free port (bind() returns it)
+  std::string api_key;  // empty: no authentication
+  // Requests admitted at once (generating + queued); more get 503. Also sizes the HTTP threads.
+  size_t max_concurrency = 64;
+  size_t max_body_bytes = 16 << 20;
+  std::string model_id;              // the name /v1/models reports and requests may use
+  std::vector<std::string> aliases;  // other accepted names
+};
+
+// What is served; everything must outlive the Server.
+struct ServedModel {
+  runtime::Engine& engine;
+  const text::Tokenizer& tokenizer;
+  const text::chat::ChatTemplate& chat_template;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, ServedModel model);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int bind();  // binds and listens; returns the port
+  void run();  // serves until shutdown()
+  // Stops accepting requests; generations in progress or queued may finish for up to `grace`,
+  // then are cancelled (their clients get an error event). run() returns after that.
+  void shutdown(std::chrono::milliseconds grace);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::server

@@ -1,0 +1,249 @@
+// Request validation: each OpenAI field read with its type and range, clear 400s naming the field
+// for wrong input, refusals for what strata cannot do yet, and unknown fields ignored.
+#include "server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include "server/api_error.h"
+#include "server/auth.h"
+
+namespace strata::server {
+namespace {
+
+OrderedJson chat(OrderedJson extra = OrderedJson::object()) {
+  OrderedJson body = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+  body.update(extra);
+  return body;
+}
+
+// Expects parse_chat_request(body) to fail with 400, naming `param`, with `code` and `words` in
+// the message.
+void expect_400(const OrderedJson& body, const std::string& param, const std::string& code,
+                const std::string& words = "") {
+  try {
+    parse_chat_request(body);
+    ADD_FAILURE() << "accepted: " << body.dump();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), param) << e.what();
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    const auto j = e.to_json();
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(j["error"]["message"], e.what());
+  }
+}
+
+TEST(OpenAiRequest, ReadsEveryOpenAiFieldOfAChatRequest) {
+  const ChatCompletionRequest r =
+      parse_chat_request(chat({{"max_completion_tokens", 7},
+                               {"max_tokens", 9},
+                               {"temperature", 0.5},
+                               {"top_p", 0.9},
+                               {"top_k", 40},
+                               {"min_p", 0.05},
+                               {"presence_penalty", 0.5},
+                               {"frequency_penalty", -0.5},
+                               {"repetition_penalty", 1.1},
+                               {"logit_bias", {{"42", -100}, {"7", 2.5}}},
+                               {"seed", -3},
+                               {"stop", {"a", "b"}},
+                               {"n", 1},
+                               {"logprobs", false},
+                               {"stream", true},
+                               {"stream_options", {{"include_usage", true}}},
+                               {"response_format", {{"type", "text"}}},
+                               {"parallel_tool_calls", false},
+                               {"user", "u1"},
+                               {"reasoning_effort", "none"},
+                               {"chat_template_kwargs", {{"enable_thinking", false}}},
+                               {"some_future_field", {1, 2, 3}}}));
+  const GenerationOptions& o = r.options;
+  EXPECT_EQ(o.model, "m");
+  EXPECT_EQ(o.max_tokens, 7);  // max_completion_tokens wins
+  EXPECT_FLOAT_EQ(o.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(o.sampling.top_p, 0.9f);
+  EXPECT_EQ(o.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(o.sampling.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(o.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(o.sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(o.sampling.repetition_penalty, 1.1f);
+  ASSERT_EQ(o.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(o.sampling.logit_bias[0], std::make_pair(42, -100.0f));
+  EXPECT_EQ(o.seed, -3);
+  EXPECT_EQ(o.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(o.stream);
+  EXPECT_TRUE(o.include_usage);
+  EXPECT_EQ(o.user, "u1");
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(r.reasoning_effort, "none");
+  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
+}
+
+TEST(OpenAiRequest, DefaultsFollowOpenAi) {
+  const ChatCompletionRequest r =
+      parse_chat_request(chat({{"temperature", nullptr}}));  // null = absent
+  EXPECT_FALSE(r.options.max_tokens);
+  EXPECT_FLOAT_EQ(r.options.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.options.sampling.top_p, 1.0f);
+  EXPECT_FALSE(r.options.seed);
+  EXPECT_FALSE(r.options.stream);
+  EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
+  EXPECT_TRUE(r.tools.is_null());
+}
+
+TEST(OpenAiRequest, StopIsAStringOrAList) {
+  EXPECT_EQ(parse_chat_request(chat({{"stop", "END"}})).options.stop,
+            std::vector<std::string>{"END"});
+  expect_400(chat({{"stop", 5}}), "stop", "invalid_type", "string or an array of strings");
+  expect_400(chat({{"stop", {"a", 1}}}), "stop[1]", "invalid_type");
+}
+
+TEST(OpenAiRequest, WrongTypesAndValuesAre400sNamingTheField) {
+  expect_400(chat({{"temperature", "hot"}}), "temperature", "invalid_type",
+             "Invalid type for 'temperature': expected a number, but got a string instead.");
+  expect_400(chat({{"temperature", 2.5}}), "temperature", "invalid_value", "between 0 and 2");
+  expect_400(chat({{"top_p", -0.1}}), "top_p", "invalid_value");
+  expect_400(chat({{"max_tokens", 1.5}}), "max_tokens", "invalid_type", "an integer");
+  expect_400(chat({{"max_tokens", -1}}), "max_tokens", "invalid_value");
+  expect_400(chat({{"seed", "7"}}), "seed", "invalid_type");
+  expect_400(chat({{"stream", "yes"}}), "stream", "invalid_type", "a boolean");
+  expect_400(chat({{"presence_penalty", 3}}), "presence_penalty", "invalid_value");
+  expect_400(chat({{"logit_bias", {{"abc", 1}}}}), "logit_bias", "invalid_value", "token ids");
+  expect_400(chat({{"logit_bias", {{"5", 101}}}}), "logit_bias.5", "invalid_value");
+  expect_400(chat({{"logit_bias", {1, 2}}}), "logit_bias", "invalid_type");
+  expect_400(chat({{"stream_options", {{"include_usage", true}}}}), "stream_options",
+             "invalid_value", "stream");
+  expect_400(chat({{"reasoning_effort", "max"}}), "reasoning_effort", "invalid_value");
+  expect_400(chat({{"chat_template_kwargs", "x"}}), "chat_template_kwargs", "invalid_type");
+  EXPECT_EQ(parse_chat_request(chat({{"max_tokens", 5.0}})).options.max_tokens,
+            5);  // integral number
+}
+
+TEST(OpenAiRequest, MessagesAreChecked) {
+  expect_400({{"model", "m"}}, "messages", "", "Missing required parameter: 'messages'");
+  expect_400(chat({{"messages", OrderedJson::array()}}), "messages", "invalid_value");
+  expect_400(chat({{"messages", "Hi"}}), "messages", "invalid_type");
+  expect_400(chat({{"messages", {"Hi"}}}), "messages[0]", "invalid_type");
+  expect_400(chat({{"messages", {{{"content", "Hi"}}}}}), "messages[0].role", "");
+  expect_400(chat({{"messages", {{{"role", "robot"}, {"content", "Hi"}}}}}), "messages[0].role",
+             "invalid_value");
+  expect_400(chat({{"messages", {{{"role", "user"}}}}}), "messages[0].content", "");
+  expect_400(chat({{"messages", {{{"role", "user"}, {"content", 5}}}}}), "messages[0].content",
+             "invalid_type");
+  expect_400(chat({{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}),
+             "messages[0].content[0].type", "unsupported_parameter", "text-only");
+  expect_400(chat({{"messages",
+                    {{{"role", "assistant"},
+                      {"content", nullptr},
+                      {"tool_calls", {{{"type", "function"}}}}}}}}),
+             "messages[0].tool_calls[0].function", "");
+  expect_400(chat({{"messages",
+                    {{{"role", "assistant"},
+                      {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", 3}}}}}}}}}}),
+             "messages[0].tool_calls[0].function.arguments", "invalid_type");
+  // Assistant content may be null when it calls tools; text parts are fine; developer is system.
+  const ChatCompletionRequest r = parse_chat_request(chat({{"messages", OrderedJson::parse(R"([
+    {"role": "developer", "content": "Be brief."},
+    {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+      "function": {"name": "f", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "done"}])")}}));
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages.size(), 4u);
+}
+
+TEST(OpenAiRequest, ToolsAndToolChoice) {
+  const OrderedJson tools = OrderedJson::parse(
+      R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])");
+  EXPECT_EQ(parse_chat_request(chat({{"tools", tools}})).tools, tools);
+  EXPECT_EQ(parse_chat_request(chat({{"tools", tools}, {"tool_choice", "none"}})).tool_choice,
+            ToolChoice::kNone);
+  EXPECT_EQ(parse_chat_request(chat({{"tools", tools}, {"tool_choice", "required"}})).tool_choice,
+            ToolChoice::kRequired);
+  const ChatCompletionRequest named = parse_chat_request(
+      chat({{"tools", tools},
+            {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}}));
+  EXPECT_EQ(named.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(named.tool_choice_name, "get_weather");
+  expect_400(chat({{"tools", tools},
+                   {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}),
+             "tool_choice", "invalid_value", "no tool named 'nope'");
+  expect_400(chat({{"tools", tools}, {"tool_choice", "sometimes"}}), "tool_choice",
+             "invalid_value");
+  expect_400(chat({{"tool_choice", "required"}}), "tool_choice", "invalid_value", "needs 'tools'");
+  expect_400(chat({{"tools", {{{"type", "function"}, {"function", {{"description", "x"}}}}}}}),
+             "tools[0].function.name", "");
+  expect_400(chat({{"tools", {{{"type", "retrieval"}, {"function", {{"name", "x"}}}}}}}),
+             "tools[0].type", "unsupported_parameter");
+  expect_400(chat({{"tools", "get_weather"}}), "tools", "invalid_type");
+}
+
+TEST(OpenAiRequest, WhatStrataCannotDoYetIsRefusedNotIgnored) {
+  expect_400(chat({{"n", 2}}), "n", "unsupported_parameter", "n=1");
+  expect_400(chat({{"response_format", {{"type", "json_object"}}}}), "response_format",
+             "unsupported_parameter", "not supported yet");
+  expect_400(
+      chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}}),
+      "response_format", "unsupported_parameter");
+  expect_400(chat({{"response_format", {{"type", "yaml"}}}}), "response_format.type",
+             "invalid_value");
+  expect_400(chat({{"logprobs", true}}), "logprobs", "unsupported_parameter", "logprobs");
+  expect_400(chat({{"top_logprobs", 3}}), "top_logprobs", "invalid_value");
+  expect_400(chat({{"top_logprobs", 30}}), "top_logprobs", "invalid_value");
+}
+
+TEST(OpenAiRequest, CompletionPromptForms) {
+  auto prompt_of = [](OrderedJson prompt) {
+    return parse_completion_request({{"prompt", std::move(prompt)}}).prompt;
+  };
+  EXPECT_EQ(std::get<std::string>(prompt_of("Hi")), "Hi");
+  EXPECT_EQ(std::get<std::string>(prompt_of({"Hi"})), "Hi");
+  EXPECT_EQ(std::get<std::vector<int32_t>>(prompt_of({1, 2, 3})), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(std::get<std::vector<int32_t>>(prompt_of({{4, 5}})), (std::vector<int32_t>{4, 5}));
+  auto expect_completion_400 = [](OrderedJson body, const std::string& param) {
+    try {
+      parse_completion_request(body);
+      ADD_FAILURE() << "accepted: " << body.dump();
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), param) << e.what();
+    }
+  };
+  expect_completion_400(OrderedJson::object(), "prompt");
+  expect_completion_400({{"prompt", {"a", "b"}}}, "prompt");
+  expect_completion_400({{"prompt", {1, -2}}}, "prompt[1]");
+  expect_completion_400({{"prompt", 5}}, "prompt");
+  expect_completion_400({{"prompt", "x"}, {"best_of", 2}}, "best_of");
+  expect_completion_400({{"prompt", "x"}, {"logprobs", 2}}, "logprobs");
+  expect_completion_400({{"prompt", "x"}, {"suffix", "y"}}, "suffix");
+  EXPECT_TRUE(parse_completion_request({{"prompt", "x"}, {"echo", true}}).echo);
+}
+
+TEST(OpenAiRequest, BodyMustBeAJsonObject) {
+  for (const char* body : {"", "{", "[1, 2]", "\"text\"", "{\"a\": }"}) {
+    try {
+      parse_body(body);
+      ADD_FAILURE() << "accepted: " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.code(), "invalid_json");
+    }
+  }
+  EXPECT_EQ(parse_body(R"({"a": 1})")["a"], 1);
+}
+
+TEST(Auth, BearerKeyComparedWholly) {
+  EXPECT_TRUE(constant_time_equals("secret", "secret"));
+  EXPECT_FALSE(constant_time_equals("secret", "secreT"));
+  EXPECT_FALSE(constant_time_equals("secret", "secret2"));
+  EXPECT_FALSE(constant_time_equals("", "x"));
+  EXPECT_FALSE(check_bearer("Bearer k1", "k1").has_value());
+  EXPECT_EQ(check_bearer("", "k1")->code(), "missing_api_key");
+  EXPECT_EQ(check_bearer("Bearer k2", "k1")->code(), "invalid_api_key");
+  EXPECT_EQ(check_bearer("k1", "k1")->status(), 401);
+  EXPECT_EQ(check_bearer("Bearer ", "k1")->status(), 401);
+}
+
+}  // namespace
+}  // namespace strata::server

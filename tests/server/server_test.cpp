@@ -1,0 +1,445 @@
+// The server end to end over HTTP, in process: the real Qwen3 tokenizer and chat template, the
+// real Engine and sampler, and a scripted model that generates exactly what a test needs, so the
+// checks are exact: reasoning and tool calls parsed, stop strings never leaking, streaming format,
+// errors, auth, a full queue, client disconnects and graceful shutdown.
+#include "server/server.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/json.h"
+#include "http_client.h"
+#include "reply_model.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using test::http_request;
+using test::HttpConnection;
+using test::HttpResult;
+using test::ReplyModel;
+using test::sse_data;
+
+std::string qwen3_dir() { return test::shared_fixture("tokenizers/qwen3"); }
+
+const text::Tokenizer& qwen3_tokenizer() {
+  static const auto tokenizer = text::Tokenizer::load(qwen3_dir());
+  return *tokenizer;
+}
+
+// A server on a free port, serving a scripted model, running on its own thread.
+class TestServer {
+ public:
+  TestServer(const std::string& script_text, server::ServerOptions options = {},
+             ReplyModel::Script script = {}, int64_t context_size = 1024)
+      : chat_template_(text::chat::ChatTemplate::load(qwen3_dir())) {
+    const text::Tokenizer& tok = qwen3_tokenizer();
+    script.tokens = tok.encode(script_text);
+    script.end_id = *tok.token_id("<|im_end|>");
+    if (script.endless) script.filler_id = tok.encode(" la").front();
+    engine_ =
+        std::make_unique<runtime::Engine>(std::make_unique<ReplyModel>(tok.vocab_size(), script),
+                                          runtime::EngineOptions{.context_size = context_size});
+    options.port = 0;
+    if (options.model_id.empty()) options.model_id = "qwen3-test";
+    server_ = std::make_unique<server::Server>(options,
+                                               server::ServedModel{*engine_, tok, chat_template_});
+    port_ = server_->bind();
+    thread_ = std::thread([this] { server_->run(); });
+  }
+  ~TestServer() { shutdown(std::chrono::milliseconds(0)); }
+
+  void shutdown(std::chrono::milliseconds grace) {
+    if (!thread_.joinable()) return;
+    server_->shutdown(grace);
+    thread_.join();
+  }
+
+  int port() const { return port_; }
+  HttpResult post(const std::string& path, const Json& body,
+                  const std::map<std::string, std::string>& headers = {}) {
+    return http_request(port_, "POST", path, body.dump(), headers);
+  }
+  HttpResult get(const std::string& path, const std::map<std::string, std::string>& headers = {}) {
+    return http_request(port_, "GET", path, "", headers);
+  }
+  Json health() { return Json::parse(get("/health").body); }
+
+ private:
+  text::chat::ChatTemplate chat_template_;
+  std::unique_ptr<runtime::Engine> engine_;
+  std::unique_ptr<server::Server> server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+Json chat_body(const std::string& user, Json extra = Json::object()) {
+  Json body = {{"model", "qwen3-test"}, {"messages", {{{"role", "user"}, {"content", user}}}}};
+  body.update(extra);
+  return body;
+}
+
+struct Streamed {
+  std::vector<Json> chunks;  // parsed "data:" events before [DONE]
+  bool done = false;         // ended with data: [DONE]
+  std::string content, reasoning;
+  Json tool_calls = Json::array();
+  std::string finish_reason;
+};
+
+Streamed read_stream(const HttpResult& r) {
+  Streamed s;
+  for (const std::string& data : sse_data(r.body)) {
+    if (data == "[DONE]") {
+      s.done = true;
+      continue;
+    }
+    Json chunk = Json::parse(data);
+    if (chunk.contains("choices") && !chunk["choices"].empty()) {
+      const Json& choice = chunk["choices"][0];
+      const Json& delta = choice.contains("delta") ? choice["delta"] : Json::object();
+      if (delta.contains("content")) s.content += delta["content"].get<std::string>();
+      if (delta.contains("reasoning_content"))
+        s.reasoning += delta["reasoning_content"].get<std::string>();
+      if (delta.contains("tool_calls"))
+        for (const auto& c : delta["tool_calls"]) s.tool_calls.push_back(c);
+      if (choice.contains("text")) s.content += choice["text"].get<std::string>();
+      if (!choice["finish_reason"].is_null()) s.finish_reason = choice["finish_reason"];
+    }
+    s.chunks.push_back(std::move(chunk));
+  }
+  return s;
+}
+
+const Json kWeatherTools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+  "description": "Current weather", "parameters": {"type": "object",
+  "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+
+TEST(Server, ChatSeparatesReasoningFromTheAnswer) {
+  TestServer s("<think>\nThe user greets me.\n</think>\n\nHello there!");
+  const HttpResult r = s.post("/v1/chat/completions", chat_body("Hi"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["model"], "qwen3-test");
+  const Json& message = j["choices"][0]["message"];
+  EXPECT_EQ(message["role"], "assistant");
+  EXPECT_EQ(message["content"], "Hello there!");
+  EXPECT_EQ(message["reasoning_content"], "The user greets me.");
+  EXPECT_EQ(message["reasoning"], "The user greets me.");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  const Json& usage = j["usage"];
+  EXPECT_GT(usage["prompt_tokens"].get<int>(), 5);
+  EXPECT_EQ(
+      usage["completion_tokens"].get<size_t>(),
+      qwen3_tokenizer().encode("<think>\nThe user greets me.\n</think>\n\nHello there!").size());
+  EXPECT_EQ(usage["total_tokens"],
+            usage["prompt_tokens"].get<int>() + usage["completion_tokens"].get<int>());
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_GT(usage["completion_tokens_details"]["reasoning_tokens"].get<int>(), 0);
+}
+
+TEST(Server, StreamSendsRoleFirstThenDeltasWithoutTagsThenFinishUsageAndDone) {
+  TestServer s("<think>\nThe user greets me.\n</think>\n\nHello there!");
+  const HttpResult r =
+      s.post("/v1/chat/completions",
+             chat_body("Hi", {{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers.at("content-type"), "text/event-stream");
+  const Streamed st = read_stream(r);
+  ASSERT_GE(st.chunks.size(), 4u);
+  EXPECT_TRUE(st.done);
+  const Json& first = st.chunks.front();
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(first.contains("usage") && first["usage"].is_null());
+  EXPECT_EQ(st.content, "Hello there!");
+  EXPECT_EQ(st.reasoning, "The user greets me.");
+  EXPECT_EQ(st.finish_reason, "stop");
+  for (const Json& chunk : st.chunks) {
+    EXPECT_EQ(chunk["id"], first["id"]);
+    EXPECT_EQ(chunk.dump().find("<think>"), std::string::npos);
+    EXPECT_EQ(chunk.dump().find("</think>"), std::string::npos);
+  }
+  const Json& last = st.chunks.back();  // the usage chunk: no choices
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_GT(last["usage"]["completion_tokens"].get<int>(), 5);
+  EXPECT_EQ(st.chunks[st.chunks.size() - 2]["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(Server, ToolCallsComeBackParsedWithFinishReasonToolCalls) {
+  TestServer s(
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}\n</tool_call>");
+  const HttpResult r =
+      s.post("/v1/chat/completions", chat_body("Weather in Paris?", {{"tools", kWeatherTools}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body);
+  const Json& message = j["choices"][0]["message"];
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_TRUE(message["content"].is_null());
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  const Json& call = message["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(Json::parse(call["function"]["arguments"].get<std::string>()),
+            Json({{"city", "Paris"}}));
+
+  const Streamed st = read_stream(
+      s.post("/v1/chat/completions",
+             chat_body("Weather in Paris?", {{"tools", kWeatherTools}, {"stream", true}})));
+  EXPECT_EQ(st.content, "");
+  EXPECT_EQ(st.finish_reason, "tool_calls");
+  ASSERT_EQ(st.tool_calls.size(), 1u);
+  EXPECT_EQ(st.tool_calls[0]["index"], 0);
+  EXPECT_EQ(st.tool_calls[0]["function"]["name"], "get_weather");
+}
+
+TEST(Server, ToolResultRoundTripRendersAndAnswers) {
+  TestServer s("It is sunny in Paris.");
+  const Json messages = Json::parse(R"([
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}])");
+  const HttpResult r =
+      s.post("/v1/chat/completions", {{"messages", messages}, {"tools", kWeatherTools}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["choices"][0]["message"]["content"], "It is sunny in Paris.");
+}
+
+TEST(Server, ToolCallTextIsContentWhenTheRequestHasNoTools) {
+  TestServer s("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>");
+  const Json j = Json::parse(s.post("/v1/chat/completions", chat_body("Hi")).body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_NE(j["choices"][0]["message"]["content"].get<std::string>().find("get_weather"),
+            std::string::npos);
+}
+
+TEST(Server, StopStringsEndGenerationAndNeverLeak) {
+  TestServer s("Hello there! The END is near, and more text follows here.");
+  const Json body = chat_body("Hi", {{"stop", {"END", "zzz"}}});
+  const Json j = Json::parse(s.post("/v1/chat/completions", body).body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Hello there! The ");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_LT(j["usage"]["completion_tokens"].get<int>(),
+            8);  // stopped at once, not at the script's end
+
+  Json streaming = body;
+  streaming["stream"] = true;
+  const Streamed st = read_stream(s.post("/v1/chat/completions", streaming));
+  EXPECT_EQ(st.content, "Hello there! The ");
+  EXPECT_EQ(st.finish_reason, "stop");
+
+  // A single string works too, and for /v1/completions.
+  const Json c = Json::parse(
+      s.post("/v1/completions", {{"prompt", "Say it"}, {"max_tokens", 50}, {"stop", " END"}}).body);
+  EXPECT_EQ(c["choices"][0]["text"], "Hello there! The");
+}
+
+TEST(Server, CompletionsStreamAndEcho) {
+  TestServer s("one two three");
+  const Json j = Json::parse(
+      s.post("/v1/completions", {{"prompt", "Count:"}, {"max_tokens", 3}, {"echo", true}}).body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["text"], "Count:one two three");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  const Streamed st = read_stream(
+      s.post("/v1/completions", {{"prompt", "Count:"}, {"max_tokens", 2}, {"stream", true}}));
+  EXPECT_EQ(st.content, "one two");
+  EXPECT_EQ(st.finish_reason, "length");
+  EXPECT_TRUE(st.done);
+}
+
+TEST(Server, ContextOverflowIsA400) {
+  TestServer s("ok", {}, {}, /*context_size=*/64);
+  std::string long_text;
+  for (int i = 0; i < 100; ++i) long_text += "word ";
+  HttpResult r = s.post("/v1/chat/completions", chat_body(long_text));
+  EXPECT_EQ(r.status, 400);
+  Json e = Json::parse(r.body)["error"];
+  EXPECT_EQ(e["code"], "context_length_exceeded");
+  EXPECT_NE(e["message"].get<std::string>().find("maximum context length is 64"),
+            std::string::npos);
+  r = s.post("/v1/chat/completions", chat_body("Hi", {{"max_tokens", 60}}));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Json::parse(r.body)["error"]["param"], "max_tokens");
+  EXPECT_EQ(s.post("/v1/chat/completions", chat_body("Hi", {{"max_tokens", 5}})).status, 200);
+}
+
+TEST(Server, ErrorsUseOpenAisShapeAndStatus) {
+  server::ServerOptions options;
+  options.max_body_bytes = 4096;
+  TestServer s("ok", options);
+  auto expect_error = [](const HttpResult& r, int status, const std::string& code) {
+    EXPECT_EQ(r.status, status) << r.body;
+    const Json j = Json::parse(r.body);
+    ASSERT_TRUE(j.contains("error")) << r.body;
+    for (const char* key : {"message", "type", "param", "code"})
+      EXPECT_TRUE(j["error"].contains(key)) << key;
+    EXPECT_EQ(j["error"]["code"], code.empty() ? Json(nullptr) : Json(code)) << r.body;
+  };
+  expect_error(http_request(s.port(), "POST", "/v1/chat/completions", "{\"messages\": ["), 400,
+               "invalid_json");
+  expect_error(s.post("/v1/chat/completions", chat_body("Hi", {{"temperature", "hot"}})), 400,
+               "invalid_type");
+  expect_error(s.post("/v1/chat/completions", chat_body("Hi", {{"n", 2}})), 400,
+               "unsupported_parameter");
+  expect_error(s.post("/v1/chat/completions", chat_body("Hi", {{"model", "gpt-4"}})), 404,
+               "model_not_found");
+  expect_error(
+      s.post("/v1/chat/completions", chat_body("Hi", {{"logit_bias", {{"999999999", 1}}}})), 400,
+      "");
+  expect_error(s.post("/v1/chat/completions", chat_body(std::string(5000, 'x'))), 413,
+               "request_too_large");
+  expect_error(s.get("/v1/nothing"), 404, "not_found");
+  expect_error(http_request(s.port(), "DELETE", "/v1/models"), 405, "method_not_allowed");
+  // The server goes on serving after all of these.
+  EXPECT_EQ(s.post("/v1/chat/completions", chat_body("Hi")).status, 200);
+}
+
+TEST(Server, ApiKeyIsRequiredExceptForHealth) {
+  server::ServerOptions options;
+  options.api_key = "sk-test-123";
+  TestServer s("ok", options);
+  HttpResult r = s.post("/v1/chat/completions", chat_body("Hi"));
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(Json::parse(r.body)["error"]["code"], "missing_api_key");
+  r = s.post("/v1/chat/completions", chat_body("Hi"), {{"Authorization", "Bearer sk-test-124"}});
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(Json::parse(r.body)["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(s.get("/v1/models", {{"Authorization", "sk-test-123"}}).status, 401);  // no "Bearer "
+  EXPECT_EQ(
+      s.post("/v1/chat/completions", chat_body("Hi"), {{"Authorization", "Bearer sk-test-123"}})
+          .status,
+      200);
+  EXPECT_EQ(s.get("/metrics").status, 401);
+  EXPECT_EQ(s.get("/health").status, 200);
+}
+
+TEST(Server, ModelsHealthMetricsTokenize) {
+  server::ServerOptions options;
+  options.aliases = {"my-alias"};
+  TestServer s("ok", options);
+  const Json models = Json::parse(s.get("/v1/models").body);
+  ASSERT_EQ(models["data"].size(), 1u);
+  EXPECT_EQ(models["data"][0]["id"], "qwen3-test");
+  EXPECT_EQ(s.get("/v1/models/qwen3-test").status, 200);
+  EXPECT_EQ(s.get("/v1/models/other").status, 404);
+  EXPECT_EQ(s.post("/v1/chat/completions", chat_body("Hi", {{"model", "my-alias"}})).status, 200);
+
+  const Json health = s.health();
+  EXPECT_EQ(health["status"], "ok");
+  EXPECT_EQ(health["model"], "qwen3-test");
+  EXPECT_EQ(health["requests"]["finished"], 1);
+  EXPECT_GT(health["memory"]["resident_bytes"].get<uint64_t>(), 0u);
+
+  const std::string metrics = s.get("/metrics").body;
+  EXPECT_NE(metrics.find("# TYPE strata_http_requests_total counter\n"), std::string::npos);
+  EXPECT_NE(
+      metrics.find("strata_http_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 1\n"),
+      std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("strata_generations_total{outcome=\"finished\"} 1\n"), std::string::npos);
+
+  const Json tokens = Json::parse(s.post("/tokenize", {{"content", "Hello world"}}).body);
+  EXPECT_EQ(tokens["tokens"], Json(qwen3_tokenizer().encode("Hello world")));
+  const Json text = Json::parse(s.post("/detokenize", {{"tokens", tokens["tokens"]}}).body);
+  EXPECT_EQ(text["content"], "Hello world");
+  const Json chat_tokens = Json::parse(s.post("/tokenize", chat_body("Hi")).body);
+  EXPECT_GT(chat_tokens["count"].get<int>(), 5);
+  EXPECT_EQ(s.post("/detokenize", {{"tokens", {-1}}}).status, 400);
+}
+
+// Waits until /health reports `key` at `value`, up to `limit`; the time it took.
+double wait_for(TestServer& s, const std::string& key, int value, std::chrono::milliseconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < limit) {
+    if (s.health()["requests"][key] == value) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+ReplyModel::Script endless(int delay_ms) {
+  ReplyModel::Script script;
+  script.endless = true;
+  script.step_delay = std::chrono::milliseconds(delay_ms);
+  return script;
+}
+
+TEST(Server, ClientDisconnectCancelsTheGenerationAndFreesTheEngine) {
+  TestServer s("", {}, endless(5), /*context_size=*/4096);
+  for (bool stream : {true, false}) {
+    HttpConnection c(s.port());
+    c.send_request("POST", "/v1/chat/completions",
+                   chat_body("Go on forever", {{"stream", stream}}).dump());
+    if (stream)
+      c.read_until(" la");  // generating
+    else
+      wait_for(s, "running", 1, std::chrono::seconds(5));
+    c.close();
+    const int cancelled = stream ? 1 : 2;
+    EXPECT_LT(wait_for(s, "cancelled", cancelled, std::chrono::seconds(5)), 1.0);
+    EXPECT_EQ(s.health()["requests"]["cancelled"], cancelled);
+    EXPECT_EQ(s.health()["requests"]["running"], 0);
+  }
+  // The engine is free: the next request starts at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  HttpConnection next(s.port());
+  next.send_request("POST", "/v1/chat/completions", chat_body("Hi", {{"stream", true}}).dump());
+  next.read_until(" la");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+}
+
+TEST(Server, AFullQueueAnswers503AndQueuedRequestsRunInOrder) {
+  server::ServerOptions options;
+  options.max_concurrency = 2;
+  TestServer s("", options, endless(2), /*context_size=*/4096);
+  HttpConnection first(s.port()), second(s.port());
+  first.send_request("POST", "/v1/chat/completions", chat_body("A", {{"stream", true}}).dump());
+  first.read_until(" la");
+  second.send_request("POST", "/v1/chat/completions",
+                      chat_body("B", {{"stream", true}, {"max_tokens", 3}}).dump());
+  wait_for(s, "waiting", 1, std::chrono::seconds(5));
+  const HttpResult busy = s.post("/v1/chat/completions", chat_body("C"));
+  EXPECT_EQ(busy.status, 503);
+  EXPECT_EQ(Json::parse(busy.body)["error"]["code"], "server_busy");
+  first.close();  // the queued one runs next
+  const Streamed b = read_stream(second.read_response());
+  EXPECT_EQ(b.content, " la la la");
+  EXPECT_EQ(b.finish_reason, "length");
+}
+
+TEST(Server, ShutdownLetsGenerationsFinishWithinTheGrace) {
+  ReplyModel::Script slow;
+  slow.step_delay = std::chrono::milliseconds(10);
+  TestServer s("one two three four five six seven eight", {}, slow);
+  HttpConnection c(s.port());
+  c.send_request("POST", "/v1/chat/completions", chat_body("Count", {{"stream", true}}).dump());
+  c.read_until("one");
+  s.shutdown(std::chrono::seconds(10));
+  const Streamed st = read_stream(c.read_response());
+  EXPECT_EQ(st.content, "one two three four five six seven eight");
+  EXPECT_EQ(st.finish_reason, "stop");
+  EXPECT_TRUE(st.done);
+  EXPECT_FALSE(HttpConnection(s.port()).connected());  // no longer listening
+}
+
+TEST(Server, ShutdownCancelsWhatOutlastsTheGraceWithAnErrorEvent) {
+  TestServer s("", {}, endless(2), /*context_size=*/4096);
+  HttpConnection c(s.port());
+  c.send_request("POST", "/v1/chat/completions", chat_body("Go", {{"stream", true}}).dump());
+  c.read_until(" la");
+  s.shutdown(std::chrono::milliseconds(50));
+  const std::vector<std::string> events = sse_data(c.read_response().body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(Json::parse(events[events.size() - 2])["error"]["code"], "server_shutting_down");
+}
+
+}  // namespace
+}  // namespace strata
