@@ -49,6 +49,7 @@ struct Case {
   std::string name;
   Layout layout;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name << (c.layout == Layout::kHf ? " (HF)" : " (MLX)"); }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return info.param.name + (info.param.layout == Layout::kHf ? "_hf" : "_mlx");
@@ -100,9 +101,10 @@ TEST_P(HybridGolden, Quantized4BitGreedyAgreement) {
   EXPECT_EQ(r.greedy.size(), g.greedy.size());
 }
 
-TEST_P(HybridGolden, QuantizedModelMatchesItsDequantizedFloatTwin) {
-  const Case& c = GetParam();
-  if (c.layout != Layout::kMlx) GTEST_SKIP() << "checked on the MLX conversions";
+class QuantizedTwin : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QuantizedTwin, MlxQuantizedModelMatchesItsDequantizedFloatTwin) {
+  const Case c{GetParam(), Layout::kMlx};
   for (int bits : {4, 8}) {
     const formats::QuantParams q{bits, 64};
     const std::string twin = test::scratch_dir(fmt::format("mlx-{}-q{}-dequantized", c.name, bits));
@@ -120,6 +122,8 @@ TEST_P(HybridGolden, QuantizedModelMatchesItsDequantizedFloatTwin) {
     std::printf("[ %s q%d vs dequantized twin ] max|dlogit| %.2e\n", c.name.c_str(), bits, diff);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, QuantizedTwin, ::testing::Values("qwen35", "qwen35_tied", "qwen35_moe", "qwen3_next"));
 
 INSTANTIATE_TEST_SUITE_P(Models, HybridGolden,
                          ::testing::Values(Case{"qwen35", Layout::kHf}, Case{"qwen35_tied", Layout::kHf},
