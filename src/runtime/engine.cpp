@@ -2,6 +2,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "runtime/sequence.h"
@@ -64,7 +65,11 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
     }
     return static_cast<int64_t>(result.tokens.size()) < budget;
   };
+  check(request.top_logprobs <= 20, ErrorKind::kInvalidInput, "top_logprobs must be at most 20");
+  const bool want_logprobs = request.top_logprobs >= 0 && request.on_logprob;
+  TokenLogprob logprob;
   while (static_cast<int64_t>(result.tokens.size()) < budget) {
+    if (want_logprobs) log_softmax(logits);  // before the sampler edits the logits
     const int32_t token = sampler.sample(logits, history);
     if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) != request.stop_ids.end()) {
       result.finish_reason = FinishReason::kStop;
@@ -76,6 +81,10 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
           "a token controller dropped a token without replacing it");
     feed.clear();
     bool more = !decision.stop;
+    if (decision.keep && want_logprobs) {
+      fill_logprob(token, request.top_logprobs, logprob);
+      request.on_logprob(logprob);
+    }
     if (decision.keep) more = emit(token) && more;
     for (int32_t t : decision.inject) {
       check(t >= 0 && t < V, ErrorKind::kInternal, "injected token {} is outside the vocabulary", t);
@@ -95,6 +104,31 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   }
   result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return result;
+}
+
+void Engine::log_softmax(std::span<const float> logits) {
+  logprobs_.resize(logits.size());
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v - mx));
+  const float log_sum = mx + static_cast<float>(std::log(sum));
+  for (size_t i = 0; i < logits.size(); ++i) logprobs_[i] = logits[i] - log_sum;
+}
+
+void Engine::fill_logprob(int32_t token, int top, TokenLogprob& out) const {
+  out.token = token;
+  out.logprob = logprobs_[static_cast<size_t>(token)];
+  out.top.clear();
+  if (top <= 0) return;
+  // The `top` largest by a bounded selection (V is large, top ≤ 20).
+  for (size_t i = 0; i < logprobs_.size(); ++i) {
+    const float v = logprobs_[i];
+    if (static_cast<int>(out.top.size()) == top && v <= out.top.back().second) continue;
+    auto pos = std::upper_bound(out.top.begin(), out.top.end(), v,
+                                [](float x, const std::pair<int32_t, float>& e) { return x > e.second; });
+    out.top.insert(pos, {static_cast<int32_t>(i), v});
+    if (static_cast<int>(out.top.size()) > top) out.top.pop_back();
+  }
 }
 
 }  // namespace strata::runtime

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -40,12 +41,24 @@ class TokenController {
   virtual void on_injected(int32_t token) { (void)token; }
 };
 
+// The model's log-probability of a sampled token (log-softmax of its raw logits, before sampling
+// parameters), with the most likely alternatives.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 256;  // hard cap on emitted tokens (sampled + injected)
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;  // end-of-generation tokens (not included in the output)
   TokenController* controller = nullptr;  // optional; not owned
+  // Log-probabilities: -1 off; 0..20 the sampled token's plus that many alternatives, passed to
+  // on_logprob just before the token itself reaches the TokenCallback (injected tokens have none).
+  int top_logprobs = -1;
+  std::function<void(const TokenLogprob&)> on_logprob;
 };
 
 struct GenerationResult {
@@ -72,6 +85,10 @@ class Engine {
   std::unique_ptr<model::Model> model_;
   EngineOptions options_;
   HostTensor logits_;
+  void log_softmax(std::span<const float> logits);
+  void fill_logprob(int32_t token, int top, TokenLogprob& out) const;
+
+  std::vector<float> logprobs_;  // log-softmax scratch (only when logprobs are asked for)
 };
 
 }  // namespace strata::runtime

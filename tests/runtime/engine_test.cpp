@@ -3,6 +3,8 @@
 // request with their reason, and the hard cap and cancellation still hold.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "runtime/engine.h"
 #include "scripted_model.h"
 
@@ -122,6 +124,35 @@ TEST(EngineControl, StopIdsEndGenerationWithoutEmitting) {
   const auto r = engine.generate(req);
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(r.finish_reason, FinishReason::kStop);
+}
+
+TEST(EngineLogprobs, SampledTokensGetTheModelsLogSoftmaxAndTopAlternatives) {
+  Engine engine(counting_model(), {});
+  GenerationRequest req = greedy_request({3}, 3);
+  req.sampling.temperature = 0.7f;  // sampling parameters do not change the reported distribution
+  req.sampling.seed = 1;
+  req.top_logprobs = 2;
+  std::vector<runtime::TokenLogprob> seen;
+  std::vector<int32_t> order;
+  req.on_logprob = [&](const runtime::TokenLogprob& lp) {
+    seen.push_back(lp);
+    order.push_back(-1);
+  };
+  const auto r = engine.generate(req, [&](int32_t t) {
+    order.push_back(t);
+    return true;
+  });
+  ASSERT_EQ(seen.size(), 3u);
+  // One-hot logits: 10 for the next token, 0 for the 49 others.
+  const double log_z = std::log(std::exp(10.0) + 49.0);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].token, r.tokens[i]);
+    EXPECT_NEAR(seen[i].logprob, 10.0 - log_z, 1e-5);
+    ASSERT_EQ(seen[i].top.size(), 2u);
+    EXPECT_EQ(seen[i].top[0].first, r.tokens[i]);
+    EXPECT_NEAR(seen[i].top[1].second, -log_z, 1e-5);
+  }
+  EXPECT_EQ(order, (std::vector<int32_t>{-1, 4, -1, 5, -1, 6}));  // each logprob precedes its token
 }
 
 }  // namespace
