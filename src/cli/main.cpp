@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/model_loading.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -17,7 +18,7 @@ int main(int argc, char** argv) {
 
   GenerateArgs gen;
   auto* generate = app.add_subcommand("generate", "Generate text from a prompt");
-  generate->add_option("--model,-m", gen.model, "Model directory or .gguf file")->required();
+  generate->add_option("--model,-m", gen.model, "Model directory or .gguf file (default: the built-in strata-demo)");
   generate->add_option("--prompt,-p", gen.prompt, "Prompt text (empty: start from BOS)");
   generate->add_option("--max-tokens,-n", gen.max_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
   generate->add_option("--temperature,-t", gen.temperature, "0 for greedy")->check(CLI::NonNegativeNumber);
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
 
   InfoArgs info;
   auto* info_cmd = app.add_subcommand("info", "Describe a model");
-  info_cmd->add_option("--model,-m", info.model)->required();
+  info_cmd->add_option("--model,-m", info.model, "Model directory or .gguf file (default: the built-in strata-demo)");
   info_cmd->add_option("--quantize", info.quantize)->check(CLI::IsMember({"q4", "q8", "none"}));
   info_cmd->add_option("--ctx-size,-c", info.ctx_size)->check(CLI::PositiveNumber);
   info_cmd->add_flag("--json", info.json);
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
 
   ServeArgs serve;
   auto* serve_cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
-  serve_cmd->add_option("--model,-m", serve.model, "Model directory or .gguf file")->required();
+  serve_cmd->add_option("--model,-m", serve.model, "Model directory or .gguf file (default: the built-in strata-demo)");
   serve_cmd->add_option("--host", serve.host, "Address to listen on (default 127.0.0.1: this machine only)");
   serve_cmd->add_option("--port", serve.port, "Port (0: any free port)")->check(CLI::Range(0, 65535));
   serve_cmd->add_option("--api-key", serve.api_key, "Require 'Authorization: Bearer KEY'");
@@ -65,10 +66,12 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--quantize", serve.quantize, "Quantize on load: q4 or q8")->check(CLI::IsMember({"q4", "q8", "none"}));
   serve_cmd->add_option("--shutdown-timeout", serve.shutdown_timeout, "Seconds generations may finish after SIGINT/SIGTERM")
       ->check(CLI::NonNegativeNumber);
+  serve_cmd->add_option("--think-config", serve.think_config,
+                        "Think control JSON (thinking budget, loop detection, escape hints, router) replacing the built-in configs/think_control.json");
 
   ChatArgs chat;
   auto* chat_cmd = app.add_subcommand("chat", "Chat with a model in the terminal (/reset, /exit)");
-  chat_cmd->add_option("--model,-m", chat.model, "Model directory or .gguf file")->required();
+  chat_cmd->add_option("--model,-m", chat.model, "Model directory or .gguf file (default: the built-in strata-demo)");
   chat_cmd->add_option("--chat-template", chat.chat_template, "Chat template file to use instead of the model's");
   chat_cmd->add_option("--system", chat.system, "A system message starting the conversation");
   chat_cmd->add_option("--ctx-size,-c", chat.ctx_size)->check(CLI::PositiveNumber);
@@ -97,6 +100,11 @@ int main(int argc, char** argv) {
   }
   try {
     strata::log::set_level(log_level);
+    // generate, info, serve and chat fall back to the built-in model.
+    const std::pair<CLI::App*, std::string*> model_options[] = {
+        {generate, &gen.model}, {info_cmd, &info.model}, {serve_cmd, &serve.model}, {chat_cmd, &chat.model}};
+    for (auto [cmd, model] : model_options)
+      if (cmd->parsed() && model->empty()) *model = default_model_path(argc > 0 ? argv[0] : nullptr);
     if (*generate) return run_generate(gen);
     if (*info_cmd) return run_info(info);
     if (*tokenize) return run_tokenize(tok);

@@ -1,4 +1,4 @@
-// Shared by the commands that load a model: --quantize parsing and load options.
+// Shared by the commands that load a model: --quantize parsing, load options, the default model.
 #pragma once
 
 #include <string>
@@ -8,5 +8,10 @@
 namespace strata::cli {
 
 model::LoadOptions load_options(const std::string& quantize);  // "", "q4", "q8"
+
+// The model to use when no --model is given: $STRATA_MODEL, else the built-in strata-demo
+// (models/strata-demo next to the binary's parent folder, i.e. the repository, or in the source
+// tree this binary was built from). Errors when none exists.
+std::string default_model_path(const char* argv0);
 
 }  // namespace strata::cli

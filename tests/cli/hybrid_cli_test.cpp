@@ -102,6 +102,23 @@ TEST(HybridCli, TokenizeRoundTripsThroughTheModelDirectory) {
   EXPECT_EQ(Json::parse(out)["ids"], Json::parse("[104, 195, 169, 108, 108, 111]"));
 }
 
+TEST(HybridCli, WithoutModelTheDefaultModelIsUsed) {
+  const std::string cmd = "STRATA_MODEL=" + hybrid_model_dir() + " " + std::string(STRATA_BINARY_DIR) +
+                          "/strata info --json 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ASSERT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(Json::parse(out)["recurrent_layers"], 6);
+  int code = 0;
+  const std::string missing = run_cli("generate -n 1 --model /nonexistent/model", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(missing.find("does not exist"), std::string::npos) << missing;
+}
+
 TEST(HybridCli, CorruptCheckpointIsAClearErrorNotACrash) {
   const std::string dir = hybrid_model_dir();
   write_file_atomic(dir + "/model.safetensors", "garbage");
