@@ -58,28 +58,28 @@ inline float dot(const float* a, const float* b, int n) {
   return s;
 }
 
+// The fused kernels keep 16 lanes per x row across all groups of a weight row (acc += s · Σ q·x
+// lane by lane) and reduce them once per row, instead of once per group.
+constexpr int kLanes = 16;
+
 // 8-bit codes are whole bytes, element j = byte j (LSB-first stream on a little-endian host).
-inline float dot_u8(const uint8_t* q, const float* x, int n) {
-  float acc[16] = {};
-  for (int i = 0; i < n; i += 16)
-    for (int k = 0; k < 16; ++k) acc[k] += static_cast<float>(q[i + k]) * x[i + k];
-  float s = 0.0f;
-  for (float v : acc) s += v;
-  return s;
+inline void dot_u8_acc(const uint8_t* q, const float* x, int n, float s, float* acc) {
+  float part[kLanes] = {};
+  for (int i = 0; i < n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) part[k] += static_cast<float>(q[i + k]) * x[i + k];
+  for (int k = 0; k < kLanes; ++k) acc[k] += s * part[k];
 }
 
 // 4-bit codes: byte j holds elements 2j (low nibble) and 2j+1 (high). xp is x permuted per block of
 // 32 (even elements, then odd ones) so both halves read x contiguously.
-inline float dot_u4(const uint8_t* q, const float* xp, int n) {
-  float acc[16] = {};
+inline void dot_u4_acc(const uint8_t* q, const float* xp, int n, float s, float* acc) {
+  float part[kLanes] = {};
   for (int i = 0; i < n; i += 32) {
     const uint8_t* b = q + i / 2;
-    for (int k = 0; k < 16; ++k)
-      acc[k] += static_cast<float>(b[k] & 0xf) * xp[i + k] + static_cast<float>(b[k] >> 4) * xp[i + 16 + k];
+    for (int k = 0; k < kLanes; ++k)
+      part[k] += static_cast<float>(b[k] & 0xf) * xp[i + k] + static_cast<float>(b[k] >> 4) * xp[i + 16 + k];
   }
-  float s = 0.0f;
-  for (float v : acc) s += v;
-  return s;
+  for (int k = 0; k < kLanes; ++k) acc[k] += s * part[k];
 }
 
 void permute_for_u4(const float* x, int64_t n, float* xp) {
@@ -117,29 +117,37 @@ void matmul_quantized_fused(const float* x, int64_t T, const Weight& w, float* o
   const auto* codes = w.w.as<const uint32_t>();
   const auto* scales = w.scales.as<const float>();
   const auto* biases = w.biases.as<const float>();
-#pragma omp parallel
+  // Small matrices (tiny models) are not worth waking the other threads for.
+#pragma omp parallel if (N * K >= (1 << 16))
   {
     float q[128];
-    float acc[kFusedMaxRows];
+    float lanes[kFusedMaxRows][kLanes];
+    float bias_acc[kFusedMaxRows];
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       const uint32_t* row = codes + n * words_per_row;
       const auto* bytes = reinterpret_cast<const uint8_t*>(row);
-      std::fill(acc, acc + T, 0.0f);
+      for (int64_t t = 0; t < T; ++t) {
+        std::fill(lanes[t], lanes[t] + kLanes, 0.0f);
+        bias_acc[t] = 0.0f;
+      }
       for (int64_t g = 0; g < G; ++g) {
         const float s = scales[n * G + g], b = biases[n * G + g];
-        if (bits == 8) {
-          for (int64_t t = 0; t < T; ++t)
-            acc[t] += s * dot_u8(bytes + g * gs, x + t * K + g * gs, gs) + b * xsum[t * G + g];
-        } else if (bits == 4) {
-          for (int64_t t = 0; t < T; ++t)
-            acc[t] += s * dot_u4(bytes + g * gs / 2, xp.data() + t * K + g * gs, gs) + b * xsum[t * G + g];
+        for (int64_t t = 0; t < T; ++t) bias_acc[t] += b * xsum[t * G + g];
+        if (bits == 8 && gs % kLanes == 0) {
+          for (int64_t t = 0; t < T; ++t) dot_u8_acc(bytes + g * gs, x + t * K + g * gs, gs, s, lanes[t]);
+        } else if (bits == 4 && gs % 32 == 0) {
+          for (int64_t t = 0; t < T; ++t) dot_u4_acc(bytes + g * gs / 2, xp.data() + t * K + g * gs, gs, s, lanes[t]);
         } else {
           unpack_group(row, g * gs, gs, bits, q);
-          for (int64_t t = 0; t < T; ++t) acc[t] += s * dot(q, x + t * K + g * gs, gs) + b * xsum[t * G + g];
+          for (int64_t t = 0; t < T; ++t) lanes[t][0] += s * dot(q, x + t * K + g * gs, gs);
         }
       }
-      for (int64_t t = 0; t < T; ++t) out[t * N + n] = acc[t];
+      for (int64_t t = 0; t < T; ++t) {
+        float sum = bias_acc[t];
+        for (float v : lanes[t]) sum += v;
+        out[t * N + n] = sum;
+      }
     }
   }
 }
