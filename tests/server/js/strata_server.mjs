@@ -10,13 +10,16 @@ export const modelPath = path.join(fixtures, 'models/stories260K/stories260K.ggu
 export const modelId = 'stories260K';
 export const expectedGreedyPath = path.join(fixtures, 'models/stories260K/expected_greedy.txt');
 
-export async function startServer(extraArgs = []) {
+// options.model: the model to serve; null serves the built-in default (no --model).
+export async function startServer(extraArgs = [], options = {}) {
+  const model = options.model === undefined ? modelPath : options.model;
   const bin = process.env.STRATA_BIN;
   if (!bin) throw new Error('STRATA_BIN must name the strata binary');
   // One compute thread: the model is tiny, and ctest runs other tests beside this one; OpenMP
   // threads spinning at barriers on a busy 2-core machine made each token take ~60 ms.
   const env = { OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1', ...process.env };
-  const proc = spawn(bin, ['serve', '--model', modelPath, '--port', '0', ...extraArgs], {
+  const modelArgs = model === null ? [] : ['--model', model];
+  const proc = spawn(bin, ['serve', ...modelArgs, '--port', '0', ...extraArgs], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env,
   });
