@@ -55,6 +55,7 @@ struct ServeArgs {
   std::vector<std::string> alias;  // names requests may use for the model; the first is reported
   std::string quantize;
   double shutdown_timeout = 30;  // seconds generations may run on after SIGINT/SIGTERM
+  std::string think_config;      // JSON file replacing the built-in think control config
 };
 int run_serve(const ServeArgs& args);
 
