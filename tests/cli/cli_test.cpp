@@ -8,28 +8,14 @@
 
 #include "core/json.h"
 #include "core/mmap.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 namespace strata {
 namespace {
 
-struct CliResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
-
-CliResult strata_cli(const std::string& args) {
-  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  CliResult r{-1, ""};
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using test::CliResult;
+using test::strata_cli;
 
 std::string stories() { return test::shared_fixture("models/stories260K/stories260K.gguf"); }
 
@@ -104,7 +90,7 @@ TEST(Cli, CorruptModelIsAClearError) {
 }
 
 TEST(Cli, BadUsageExitsWithTwo) {
-  EXPECT_EQ(strata_cli("generate --prompt hi").exit_code, 2);       // no --model
+  EXPECT_EQ(strata_cli("generate --max-tokens lots").exit_code, 2);  // not a number
   EXPECT_EQ(strata_cli("generate -m x --quantize q5").exit_code, 2);  // not q4/q8
   EXPECT_EQ(strata_cli("frobnicate").exit_code, 2);
 }

@@ -3,14 +3,13 @@
 // printed by the binary must be those of the engine run in-process on the same prompt.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <sys/wait.h>
 
 #include "core/json.h"
 #include "core/mmap.h"
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "cli_util.h"
 #include "test_util.h"
 #include "text/tokenizer.h"
 #include "text/unicode.h"
@@ -20,16 +19,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string run_cli(const std::string& args, int* exit_code) {
-  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while (p != nullptr && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = p != nullptr ? pclose(p) : -1;
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
+std::string run_cli(const std::string& args, int* exit_code, const std::string& env = "") {
+  const test::CliResult r = test::strata_cli(args, true, env);
+  *exit_code = r.exit_code;
+  return r.out;
 }
 
 // A byte-level BPE tokenizer.json with no merges: token i is byte i.
@@ -103,17 +96,10 @@ TEST(HybridCli, TokenizeRoundTripsThroughTheModelDirectory) {
 }
 
 TEST(HybridCli, WithoutModelTheDefaultModelIsUsed) {
-  const std::string cmd = "STRATA_MODEL=" + hybrid_model_dir() + " " + std::string(STRATA_BINARY_DIR) +
-                          "/strata info --json 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  ASSERT_EQ(pclose(p), 0) << out;
-  EXPECT_EQ(Json::parse(out)["recurrent_layers"], 6);
   int code = 0;
+  const std::string out = run_cli("info --json", &code, "STRATA_MODEL=" + hybrid_model_dir() + " ");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(Json::parse(out)["recurrent_layers"], 6);
   const std::string missing = run_cli("generate -n 1 --model /nonexistent/model", &code);
   EXPECT_EQ(code, 1);
   EXPECT_NE(missing.find("does not exist"), std::string::npos) << missing;

@@ -8,6 +8,7 @@
 
 #include "core/json.h"
 #include "core/mmap.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 namespace strata {
@@ -15,27 +16,7 @@ namespace {
 
 using OrderedJson = nlohmann::ordered_json;
 
-struct RenderRun {
-  int exit_code;
-  std::string out;  // stdout only
-  std::string err;
-};
-
-RenderRun render(const std::string& args) {
-  const std::string err_path = test::scratch_dir("render_stderr") + "/err.txt";
-  const std::string cmd =
-      std::string(STRATA_BINARY_DIR) + "/strata render " + args + " 2>" + err_path;
-  RenderRun r{-1, "", ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = read_file(err_path);
-  return r;
-}
+test::CliResult render(const std::string& args) { return test::strata_cli("render " + args, /*merge_stderr=*/false); }
 
 std::string templates() { return test::shared_fixture("chat-templates"); }
 
@@ -58,12 +39,12 @@ TEST(CliRender, PrintsTheReferencePromptExactly) {
   test::write_bytes(dir + "/messages.json", input["messages"].dump());
   test::write_bytes(dir + "/tools.json", input["tools"].dump());
   const std::string tpl = templates() + "/templates/Qwen3.5-4B.jinja";
-  const RenderRun with =
+  const test::CliResult with =
       render("--template " + tpl + " --messages " + dir + "/messages.json --tools " + dir +
              "/tools.json --add-generation-prompt");
   ASSERT_EQ(with.exit_code, 0) << with.err;
   EXPECT_EQ(with.out, golden("Qwen3.5-4B", "tools_call_result", true));
-  const RenderRun without = render("--template " + tpl + " --messages " + dir +
+  const test::CliResult without = render("--template " + tpl + " --messages " + dir +
                                    "/messages.json --tools " + dir + "/tools.json");
   EXPECT_EQ(without.out, golden("Qwen3.5-4B", "tools_call_result", false));
 }
@@ -71,14 +52,14 @@ TEST(CliRender, PrintsTheReferencePromptExactly) {
 TEST(CliRender, KwargsReachTheTemplate) {
   const std::string dir = test::scratch_dir("render_kwargs");
   test::write_bytes(dir + "/m.json", fixture_case("thinking_off")["messages"].dump());
-  const RenderRun r =
+  const test::CliResult r =
       render("--template " + templates() + "/templates/Qwen3.5-4B.jinja --messages " + dir +
              "/m.json --add-generation-prompt --kwargs '{\"enable_thinking\": false}'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, golden("Qwen3.5-4B", "thinking_off", true));
   // Llama 3.1 with the fixture's bos_token and date_string given as template variables.
   test::write_bytes(dir + "/u.json", fixture_case("system_user")["messages"].dump());
-  const RenderRun l = render("--template " + templates() +
+  const test::CliResult l = render("--template " + templates() +
                              "/templates/meta-llama-Llama-3.1-8B-Instruct.jinja --messages " + dir +
                              "/u.json --add-generation-prompt --kwargs '{\"bos_token\": \"<s>\", "
                              "\"date_string\": \"26 Jul 2024\"}'");
@@ -93,7 +74,7 @@ TEST(CliRender, ModelDirectoryAndRequestBody) {
       R"({"bos_token": "<B>", "chat_template": "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}{% if enable_thinking is false %}(no think){% endif %}"})");
   test::write_bytes(dir + "/body.json", R"({"model": "x", "messages": [{"role": "user", "content":
       [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}], "reasoning_effort": "none"})");
-  const RenderRun r = render("--model " + dir + " --messages " + dir + "/body.json");
+  const test::CliResult r = render("--model " + dir + " --messages " + dir + "/body.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "<B>[user:a\nb](no think)");
 }
@@ -102,23 +83,23 @@ TEST(CliRender, ErrorsExitWithOneAndUsageErrorsWithTwo) {
   const std::string dir = test::scratch_dir("render_errors");
   const std::string tpl = templates() + "/templates/Qwen3.5-4B.jinja";
   test::write_bytes(dir + "/sys.json", R"([{"role": "system", "content": "s"}])");
-  const RenderRun raised = render("--template " + tpl + " --messages " + dir + "/sys.json");
+  const test::CliResult raised = render("--template " + tpl + " --messages " + dir + "/sys.json");
   EXPECT_EQ(raised.exit_code, 1);
   EXPECT_NE(raised.err.find("No user query found in messages."), std::string::npos) << raised.err;
   EXPECT_EQ(raised.out, "");
 
-  const RenderRun missing = render("--template " + tpl + " --messages " + dir + "/nope.json");
+  const test::CliResult missing = render("--template " + tpl + " --messages " + dir + "/nope.json");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("nope.json"), std::string::npos) << missing.err;
 
   test::write_bytes(dir + "/bad.json", "[{\"role\": ");
-  const RenderRun bad = render("--template " + tpl + " --messages " + dir + "/bad.json");
+  const test::CliResult bad = render("--template " + tpl + " --messages " + dir + "/bad.json");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("invalid JSON"), std::string::npos) << bad.err;
 
   EXPECT_EQ(render("--messages " + dir + "/sys.json").exit_code, 2);  // no --model or --template
   EXPECT_EQ(render("--template " + tpl).exit_code, 2);                // no --messages
-  const RenderRun kw =
+  const test::CliResult kw =
       render("--template " + tpl + " --messages " + dir + "/sys.json --kwargs '[1]'");
   EXPECT_EQ(kw.exit_code, 2);
   EXPECT_NE(kw.err.find("--kwargs"), std::string::npos) << kw.err;
