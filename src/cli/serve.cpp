@@ -14,7 +14,9 @@
 
 #include "cli/commands.h"
 #include "cli/model_loading.h"
+#include "control/think_control.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "runtime/engine.h"
 #include "server/server.h"
@@ -76,11 +78,23 @@ void watch_signals(server::Server& server, int read_fd, std::chrono::millisecond
   for (auto& t : closers) t.join();
 }
 
+// The think control config: the built-in one, or --think-config's file (checked before the model
+// loads, so a bad file fails fast).
+control::ThinkControlConfig think_config(const std::string& path) {
+  if (path.empty()) return control::ThinkControlConfig::defaults();
+  try {
+    return control::ThinkControlConfig::from_json(read_json_file(path));
+  } catch (const Error& e) {
+    throw Error(e.kind(), fmt::format("--think-config {}: {}", path, e.what()));
+  }
+}
+
 }  // namespace
 
 int run_serve(const ServeArgs& args) {
   ::signal(SIGPIPE, SIG_IGN);  // a client that went away is seen as a failed write
 
+  const control::ThinkControlConfig think_control = think_config(args.think_config);
   auto tokenizer = text::Tokenizer::load(args.model);
   const text::chat::ChatTemplate chat_template =
       text::chat::ChatTemplate::load(args.model, args.chat_template);
@@ -98,6 +112,7 @@ int run_serve(const ServeArgs& args) {
   options.aliases = args.alias;
   options.aliases.push_back(model_name(args.model));
   options.aliases.push_back(args.model);
+  options.think_control = think_control;
 
   server::Server server(options, server::ServedModel{engine, *tokenizer, chat_template});
   const int port = server.bind();

@@ -81,15 +81,9 @@ void GenerationQueue::run() {
         log::error("generation failed: {}", error);
       }
     }
-    if (failed)
-      job->on_error(error);
-    else
-      job->on_finish(result);
-
     {
+      // Counted before the job hears of its end, so that its client already sees it counted.
       std::lock_guard lock(mutex_);
-      running_.reset();
-      stats_.running = 0;
       if (failed) {
         ++stats_.failed;
       } else {
@@ -103,6 +97,15 @@ void GenerationQueue::run() {
         stats_.prefill_seconds += result.prefill_seconds;
         stats_.decode_seconds += result.decode_seconds;
       }
+    }
+    if (failed)
+      job->on_error(error);
+    else
+      job->on_finish(result);
+    {
+      std::lock_guard lock(mutex_);
+      running_.reset();
+      stats_.running = 0;
     }
     drained_.notify_all();
   }

@@ -9,16 +9,26 @@ namespace {
 
 bool text_only(const ParsedDelta& d) { return d.tool_calls.empty(); }
 
-// Appends `delta`, merging it into the last one when both carry text of the same single kind.
-void append(std::vector<ParsedDelta>& deltas, ParsedDelta delta) {
-  if (delta.empty()) return;
+int64_t count_chars(std::string_view utf8) {
+  int64_t n = 0;
+  for (unsigned char c : utf8) n += (c & 0xC0) != 0x80;  // continuation bytes do not start one
+  return n;
+}
+
+// Appends `delta`, merging it into the last one when both carry text of the same single kind (or
+// it carries only log-probabilities).
+void append(std::vector<StreamDelta>& deltas, StreamDelta delta) {
+  if (delta.text.empty() && delta.logprobs.empty()) return;
   if (!deltas.empty()) {
-    ParsedDelta& last = deltas.back();
-    const bool both_content = last.reasoning_content.empty() && delta.reasoning_content.empty();
-    const bool both_reasoning = last.content.empty() && delta.content.empty();
-    if (text_only(last) && text_only(delta) && (both_content || both_reasoning)) {
-      last.content += delta.content;
-      last.reasoning_content += delta.reasoning_content;
+    StreamDelta& last = deltas.back();
+    const ParsedDelta& a = last.text;
+    const ParsedDelta& b = delta.text;
+    const bool both_content = a.reasoning_content.empty() && b.reasoning_content.empty();
+    const bool both_reasoning = a.content.empty() && b.content.empty();
+    if (b.empty() || (text_only(a) && text_only(b) && (both_content || both_reasoning))) {
+      last.text.content += b.content;
+      last.text.reasoning_content += b.reasoning_content;
+      last.logprobs.insert(last.logprobs.end(), delta.logprobs.begin(), delta.logprobs.end());
       return;
     }
   }
@@ -27,11 +37,19 @@ void append(std::vector<ParsedDelta>& deltas, ParsedDelta delta) {
 
 }  // namespace
 
-GenerationStream::GenerationStream(const text::Tokenizer& tokenizer, bool skip_special_tokens,
-                                   std::vector<std::string> stops,
-                                   std::optional<text::chat::ParserConfig> parser)
-    : detokenizer_(tokenizer, skip_special_tokens), stops_(std::move(stops)) {
-  if (parser) parser_.emplace(std::move(*parser));
+GenerationStream::GenerationStream(const text::Tokenizer& tokenizer,
+                                   runtime::GenerationRequest generation, StreamSettings settings)
+    : detokenizer_(tokenizer, settings.skip_special_tokens),
+      stops_(std::move(settings.stops)),
+      think_(std::move(settings.think)),
+      top_logprobs_(settings.top_logprobs) {
+  if (settings.parser) parser_.emplace(std::move(*settings.parser));
+  request = std::move(generation);
+  request.controller = think_.get();
+  if (top_logprobs_ >= 0) {
+    request.top_logprobs = top_logprobs_;
+    request.on_logprob = [this](const runtime::TokenLogprob& logprob) { on_logprob(logprob); };
+  }
 }
 
 StreamUpdate GenerationStream::wait(std::chrono::milliseconds timeout) {
@@ -50,30 +68,56 @@ double GenerationStream::seconds_to_first_token() const {
   return std::chrono::duration<double>(*first_token_ - created_).count();
 }
 
-void GenerationStream::emit(std::string_view text, bool at_end) {
-  ParsedDelta delta;
-  if (parser_) {
-    delta = parser_->push(text);
-    if (at_end) {
-      ParsedDelta rest = parser_->finish();
-      delta.content += rest.content;
-      delta.reasoning_content += rest.reasoning_content;
-      for (auto& call : rest.tool_calls) delta.tool_calls.push_back(std::move(call));
-    }
-  } else {
-    delta.content = std::string(text);
-    message_.content += delta.content;
-  }
-  if (delta.empty()) return;
+void GenerationStream::queue(StreamDelta delta) {
+  logprobs_.insert(logprobs_.end(), delta.logprobs.begin(), delta.logprobs.end());
   std::lock_guard lock(mutex_);
   append(pending_.deltas, std::move(delta));
   changed_.notify_all();
 }
 
+void GenerationStream::emit(std::string_view text, bool at_end) {
+  passed_chars_ += count_chars(text);
+  if (stops_.stopped())  // tokens whose text lies wholly past the stop string are dropped
+    std::erase_if(held_, [&](const OutputLogprob& e) { return e.text_offset >= passed_chars_; });
+  StreamDelta delta;
+  if (parser_) {
+    delta.text = parser_->push(text);
+    if (at_end) {
+      ParsedDelta rest = parser_->finish();
+      delta.text.content += rest.content;
+      delta.text.reasoning_content += rest.reasoning_content;
+      for (auto& call : rest.tool_calls) delta.text.tool_calls.push_back(std::move(call));
+    }
+  } else {
+    delta.text.content = std::string(text);
+    message_.content += delta.text.content;
+  }
+  if (delta.text.empty()) return;
+  delta.logprobs = std::move(held_);
+  held_.clear();
+  queue(std::move(delta));
+}
+
+void GenerationStream::on_logprob(const runtime::TokenLogprob& logprob) { next_logprob_ = logprob; }
+
 bool GenerationStream::on_token(int32_t id) {
   if (!first_token_) first_token_ = std::chrono::steady_clock::now();
   ++completion_tokens_;
-  const control::StopStringMatcher::Result r = stops_.push(detokenizer_.push(id));
+  if (top_logprobs_ >= 0) {
+    OutputLogprob entry;
+    if (next_logprob_ && next_logprob_->token == id) {
+      entry.value = std::move(*next_logprob_);
+    } else {  // injected by the controller: certain
+      entry.value.token = id;
+      if (top_logprobs_ > 0) entry.value.top = {{id, 0.0f}};
+    }
+    next_logprob_.reset();
+    entry.text_offset = decoded_chars_;
+    held_.push_back(std::move(entry));
+  }
+  const std::string piece = detokenizer_.push(id);
+  decoded_chars_ += count_chars(piece);
+  const control::StopStringMatcher::Result r = stops_.push(piece);
   emit(r.text, false);
   return !r.stopped;
 }
@@ -85,10 +129,17 @@ void GenerationStream::on_finish(const runtime::GenerationResult& result) {
     reason = "stop";
     emit("", true);
   } else {
-    const control::StopStringMatcher::Result r = stops_.push(detokenizer_.flush());
+    const std::string piece = detokenizer_.flush();
+    decoded_chars_ += count_chars(piece);
+    const control::StopStringMatcher::Result r = stops_.push(piece);
     emit(r.text + (r.stopped ? std::string() : stops_.flush()), true);
     if (r.stopped) reason = "stop";
   }
+  // Entries of tokens whose text no delta carried (whitespace the parser dropped, say).
+  StreamDelta rest;
+  rest.logprobs = std::move(held_);
+  held_.clear();
+  queue(std::move(rest));
   if (parser_) message_ = parser_->result();
   if (reason == "stop" && message_.has_tool_calls()) reason = "tool_calls";
   std::lock_guard lock(mutex_);

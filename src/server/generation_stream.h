@@ -1,41 +1,63 @@
 // GenerationStream: one request's generation as text. On the engine thread each token passes the
 // streaming detokenizer, the stop strings and the output parser (reasoning / content / tool
 // calls); the resulting deltas wait here until the request's HTTP thread takes them. Stopping is
-// immediate: the token that completes a stop string is the last one computed.
+// immediate: the token that completes a stop string is the last one computed. A stream may also
+// carry the request's think controller and collect per-token log-probabilities.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "control/stop_strings.h"
+#include "control/think_control.h"
 #include "server/generation_queue.h"
+#include "server/openai_response.h"
 #include "text/chat/output_parser.h"
 #include "text/tokenizer.h"
 
 namespace strata::server {
 
+// Text the client may see now, with the log-probabilities of the tokens that brought it. A token
+// whose text is held back (a possible stop string, a tag the parser has not settled) has its entry
+// in the delta that finally carries text; every entry appears once, in order.
+struct StreamDelta {
+  text::chat::ParsedDelta text;
+  std::vector<OutputLogprob> logprobs;  // empty unless log-probabilities were asked for
+};
+
 struct StreamUpdate {
-  std::vector<text::chat::ParsedDelta> deltas;  // in order; adjacent same-kind text merged
+  std::vector<StreamDelta> deltas;  // in order; adjacent same-kind text merged
   bool done = false;
   std::string finish_reason;  // when done: "stop", "length", "tool_calls" or "cancelled"
   std::string error;          // when done: non-empty if the engine failed
 };
 
+struct StreamSettings {
+  bool skip_special_tokens = false;
+  std::vector<std::string> stops;
+  std::optional<text::chat::ParserConfig> parser;  // chat: reasoning and tool calls
+  int top_logprobs = -1;  // -1: no log-probabilities; else alternatives per token (0..20)
+  std::unique_ptr<control::ThinkController> think;  // optional; becomes the request's controller
+};
+
 class GenerationStream : public GenerationJob {
  public:
-  // parser: for chat (reasoning and tool calls); without it all text is content.
-  GenerationStream(const text::Tokenizer& tokenizer, bool skip_special_tokens,
-                   std::vector<std::string> stops, std::optional<text::chat::ParserConfig> parser);
+  // Takes the engine request and wires the settings' controller and log-probabilities into it.
+  GenerationStream(const text::Tokenizer& tokenizer, runtime::GenerationRequest generation,
+                   StreamSettings settings);
 
   // HTTP thread: waits up to `timeout` for something new and takes it.
   StreamUpdate wait(std::chrono::milliseconds timeout);
 
   // Valid once done.
   const text::chat::ParsedMessage& message() const { return message_; }
+  const std::vector<OutputLogprob>& logprobs() const { return logprobs_; }  // every entry sent
+  const control::ThinkController* think() const { return think_.get(); }
   int64_t completion_tokens() const { return completion_tokens_; }
   double seconds_to_first_token() const;  // from construction (queue wait + prefill)
   double prefill_seconds() const { return result_.prefill_seconds; }
@@ -46,18 +68,26 @@ class GenerationStream : public GenerationJob {
   void on_error(const std::string& message) override;
 
  private:
-  void emit(std::string_view text, bool at_end);  // after the stop strings: parse and queue
+  void on_logprob(const runtime::TokenLogprob& logprob);  // engine: just before its on_token
+  void emit(std::string_view text, bool at_end);          // after the stop strings: parse and queue
+  void queue(StreamDelta delta);
 
   // Engine thread only.
   text::StreamingDetokenizer detokenizer_;
   control::StopStringMatcher stops_;
   std::optional<text::chat::OutputParser> parser_;
+  std::unique_ptr<control::ThinkController> think_;
+  int top_logprobs_ = -1;
+  std::optional<runtime::TokenLogprob> next_logprob_;  // the engine's, for the coming token
+  std::vector<OutputLogprob> held_;  // entries of tokens whose text no delta has carried yet
+  int64_t decoded_chars_ = 0;        // characters the detokenizer produced
+  int64_t passed_chars_ = 0;         // characters that got past the stop strings
 
   std::mutex mutex_;
   std::condition_variable changed_;
   StreamUpdate pending_;
-  bool done_ = false;
   text::chat::ParsedMessage message_;
+  std::vector<OutputLogprob> logprobs_;
   int64_t completion_tokens_ = 0;
   runtime::GenerationResult result_;
   const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();

@@ -21,6 +21,18 @@ void Metrics::observe_generation(double seconds_to_first_token, double engine_se
   data_.generation_seconds_sum += engine_seconds;
 }
 
+void Metrics::count_think_control(bool budget_closed, bool loop_escaped, bool answer_loop_stopped) {
+  std::lock_guard lock(mutex_);
+  data_.think_budget_closes += budget_closed;
+  data_.think_loop_escapes += loop_escaped;
+  data_.answer_loop_stops += answer_loop_stopped;
+}
+
+void Metrics::count_router_activation() {
+  std::lock_guard lock(mutex_);
+  ++data_.think_router_activations;
+}
+
 Metrics::Snapshot Metrics::snapshot() const {
   std::lock_guard lock(mutex_);
   return data_;
@@ -104,6 +116,19 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
          "Engine time per generation (prompt and tokens).");
   out += fmt::format("strata_generation_seconds_sum {:.6f}\n", m.generation_seconds_sum);
   out += fmt::format("strata_generation_seconds_count {}\n", m.generations);
+
+  family(out, "strata_think_budget_closes_total", "counter",
+         "Thinking blocks closed by strata at the thinking budget.");
+  out += fmt::format("strata_think_budget_closes_total {}\n", m.think_budget_closes);
+  family(out, "strata_think_loop_escapes_total", "counter",
+         "Loops in thinking escaped with the task's hint.");
+  out += fmt::format("strata_think_loop_escapes_total {}\n", m.think_loop_escapes);
+  family(out, "strata_answer_loop_stops_total", "counter",
+         "Answers stopped because they repeated themselves.");
+  out += fmt::format("strata_answer_loop_stops_total {}\n", m.answer_loop_stops);
+  family(out, "strata_think_router_activations_total", "counter",
+         "Requests whose thinking the retrieval router turned on.");
+  out += fmt::format("strata_think_router_activations_total {}\n", m.think_router_activations);
 
   const ProcessMemory mem = process_memory();
   family(out, "strata_model_weight_bytes", "gauge", "Bytes of model weights.");

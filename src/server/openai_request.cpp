@@ -341,13 +341,13 @@ void parse_tool_choice(const Fields& f, ChatCompletionRequest& r) {
   }
 }
 
-void parse_response_format(const Fields& f) {
+std::string parse_response_format(const Fields& f) {
   const OrderedJson* v = f.object("response_format");
-  if (v == nullptr) return;
+  if (v == nullptr) return {};
   const auto type = Fields(*v, "response_format").string("type");
   if (!type)
     bad_request("response_format.type", "Missing required parameter: 'response_format.type'.");
-  if (*type == "text") return;
+  if (*type == "text") return *type;
   if (*type == "json_object" || *type == "json_schema")
     unsupported("response_format",
                 fmt::format("response_format '{}' is not supported yet: strata has no structured "
@@ -355,6 +355,16 @@ void parse_response_format(const Fields& f) {
                             *type));
   invalid_value("response_format.type",
                 fmt::format("expected 'text', 'json_object' or 'json_schema', got '{}'.", *type));
+}
+
+// max_thinking_tokens, or its aliases thinking_budget and reasoning.max_tokens (the first given).
+std::optional<int64_t> parse_thinking_budget(const Fields& f) {
+  const auto budget = f.integer("max_thinking_tokens", 0, INT32_MAX);
+  const auto alias = f.integer("thinking_budget", 0, INT32_MAX);
+  std::optional<int64_t> reasoning_max;
+  if (const OrderedJson* reasoning = f.object("reasoning"))
+    reasoning_max = Fields(*reasoning, "reasoning").integer("max_tokens", 0, INT32_MAX);
+  return budget ? budget : alias ? alias : reasoning_max;
 }
 
 }  // namespace
@@ -378,13 +388,13 @@ ChatCompletionRequest parse_chat_request(const OrderedJson& body) {
   r.tools = parse_tools(f);
   parse_tool_choice(f, r);
   r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
-  parse_response_format(f);
-  if (f.boolean("logprobs").value_or(false))
-    unsupported("logprobs",
-                "logprobs are not supported yet: the engine does not expose token probabilities.");
-  if (f.integer("top_logprobs", 0, 20).value_or(0) > 0)
-    invalid_value("top_logprobs",
-                  "top_logprobs needs 'logprobs': true (which is not supported yet).");
+  r.response_format = parse_response_format(f);
+  const bool logprobs = f.boolean("logprobs").value_or(false);
+  const auto top_logprobs = f.integer("top_logprobs", 0, 20);
+  if (top_logprobs && !logprobs)
+    invalid_value("top_logprobs", "top_logprobs is only allowed when 'logprobs' is true.");
+  if (logprobs) r.options.logprobs = static_cast<int>(top_logprobs.value_or(0));
+  r.max_thinking_tokens = parse_thinking_budget(f);
   if (const OrderedJson* kw = f.object("chat_template_kwargs")) r.chat_template_kwargs = *kw;
   if (auto effort = f.string("reasoning_effort")) {
     if (*effort != "none" && *effort != "minimal" && *effort != "low" && *effort != "medium" &&
@@ -435,9 +445,13 @@ CompletionRequest parse_completion_request(const OrderedJson& body) {
     unsupported("best_of", "Only best_of=1 is supported.");
   if (auto suffix = f.string("suffix"); suffix && !suffix->empty())
     unsupported("suffix", "suffix (insertion) is not supported.");
-  if (f.integer("logprobs", 0, 5))
-    unsupported("logprobs",
-                "logprobs are not supported yet: the engine does not expose token probabilities.");
+  if (auto logprobs = f.integer("logprobs", 0, 5)) {
+    if (r.echo)
+      unsupported("logprobs",
+                  "logprobs with echo are not supported: strata does not compute the "
+                  "log-probabilities of prompt tokens.");
+    r.options.logprobs = static_cast<int>(*logprobs);
+  }
   return r;
 }
 

@@ -29,6 +29,9 @@ struct GenerationOptions {
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
   bool ignore_eos = false;  // vLLM's extra: generate until max_tokens
+  // Log-probabilities: -1 off; else the alternatives to report per token (chat: top_logprobs
+  // 0..20 with logprobs: true; completions: logprobs 0..5).
+  int logprobs = -1;
 };
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
@@ -42,6 +45,10 @@ struct ChatCompletionRequest {
   bool parallel_tool_calls = true;
   OrderedJson chat_template_kwargs = OrderedJson::object();
   std::optional<std::string> reasoning_effort;
+  std::string response_format;  // its type ("text"), or "" when absent
+  // Thinking budget in tokens (max_thinking_tokens, or its aliases thinking_budget and
+  // reasoning.max_tokens); absent: the server's configured default.
+  std::optional<int64_t> max_thinking_tokens;
 };
 
 struct CompletionRequest {

@@ -2,6 +2,7 @@
 #include "server/openai_response.h"
 
 #include <chrono>
+#include <cmath>
 #include <random>
 
 namespace strata::server {
@@ -60,10 +61,60 @@ OrderedJson reason_or_null(const std::string& finish_reason) {
   return finish_reason.empty() ? OrderedJson(nullptr) : OrderedJson(finish_reason);
 }
 
+// A logprob as JSON: -inf (a token the model ruled out) is not JSON; vLLM reports -9999.0.
+double logprob_value(float logprob) { return std::isfinite(logprob) ? logprob : -9999.0; }
+
+OrderedJson utf8_bytes(const std::string& s) {
+  OrderedJson bytes = OrderedJson::array();
+  for (unsigned char c : s) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+OrderedJson chat_token_json(int32_t id, float logprob, const TokenText& text) {
+  const std::string t = text(id);
+  return {{"token", t}, {"logprob", logprob_value(logprob)}, {"bytes", utf8_bytes(t)}};
+}
+
 }  // namespace
 
+OrderedJson chat_logprobs_json(std::span<const OutputLogprob> entries, const TokenText& text) {
+  OrderedJson content = OrderedJson::array();
+  for (const OutputLogprob& e : entries) {
+    OrderedJson entry = chat_token_json(e.value.token, e.value.logprob, text);
+    OrderedJson top = OrderedJson::array();
+    for (const auto& [id, logprob] : e.value.top) top.push_back(chat_token_json(id, logprob, text));
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+OrderedJson completion_logprobs_json(std::span<const OutputLogprob> entries,
+                                     const TokenText& text) {
+  OrderedJson tokens = OrderedJson::array(), token_logprobs = OrderedJson::array(),
+              top_logprobs = OrderedJson::array(), offsets = OrderedJson::array();
+  for (const OutputLogprob& e : entries) {
+    tokens.push_back(text(e.value.token));
+    token_logprobs.push_back(logprob_value(e.value.logprob));
+    OrderedJson top = OrderedJson::object();
+    for (const auto& [id, logprob] : e.value.top) {
+      const std::string t = text(id);
+      if (!top.contains(t)) top[t] = logprob_value(logprob);  // most likely first
+    }
+    if (!top.contains(tokens.back().get<std::string>()))
+      top[tokens.back().get<std::string>()] = logprob_value(e.value.logprob);
+    top_logprobs.push_back(std::move(top));
+    offsets.push_back(e.text_offset);
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)},
+          {"text_offset", std::move(offsets)}};
+}
+
 OrderedJson chat_completion_json(const ResponseHeader& h, const text::chat::ParsedMessage& m,
-                                 const std::string& finish_reason, const Usage& usage) {
+                                 const std::string& finish_reason, const Usage& usage,
+                                 OrderedJson logprobs) {
   OrderedJson message = {{"role", "assistant"}};
   message["content"] =
       m.content.empty() && m.has_tool_calls() ? OrderedJson(nullptr) : OrderedJson(m.content);
@@ -75,7 +126,7 @@ OrderedJson chat_completion_json(const ResponseHeader& h, const text::chat::Pars
   OrderedJson j = header_json(h, "chat.completion");
   j["choices"] = OrderedJson::array({{{"index", 0},
                                       {"message", std::move(message)},
-                                      {"logprobs", nullptr},
+                                      {"logprobs", std::move(logprobs)},
                                       {"finish_reason", finish_reason}}});
   j["usage"] = usage_json(usage);
   return j;
@@ -93,11 +144,12 @@ OrderedJson delta_json(const text::chat::ParsedDelta& d) {
 }
 
 OrderedJson chat_chunk_json(const ResponseHeader& h, OrderedJson delta,
-                            const std::string& finish_reason, bool with_usage_field) {
+                            const std::string& finish_reason, bool with_usage_field,
+                            OrderedJson logprobs) {
   OrderedJson j = header_json(h, "chat.completion.chunk");
   j["choices"] = OrderedJson::array({{{"index", 0},
                                       {"delta", std::move(delta)},
-                                      {"logprobs", nullptr},
+                                      {"logprobs", std::move(logprobs)},
                                       {"finish_reason", reason_or_null(finish_reason)}}});
   if (with_usage_field) j["usage"] = nullptr;
   return j;
@@ -111,20 +163,24 @@ OrderedJson usage_chunk_json(const ResponseHeader& h, const char* object, const 
 }
 
 OrderedJson completion_json(const ResponseHeader& h, const std::string& text,
-                            const std::string& finish_reason, const Usage& usage) {
+                            const std::string& finish_reason, const Usage& usage,
+                            OrderedJson logprobs) {
   OrderedJson j = header_json(h, "text_completion");
-  j["choices"] = OrderedJson::array(
-      {{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_reason}}});
+  j["choices"] = OrderedJson::array({{{"index", 0},
+                                      {"text", text},
+                                      {"logprobs", std::move(logprobs)},
+                                      {"finish_reason", finish_reason}}});
   j["usage"] = usage_json(usage);
   return j;
 }
 
 OrderedJson completion_chunk_json(const ResponseHeader& h, const std::string& text,
-                                  const std::string& finish_reason, bool with_usage_field) {
+                                  const std::string& finish_reason, bool with_usage_field,
+                                  OrderedJson logprobs) {
   OrderedJson j = header_json(h, "text_completion");
   j["choices"] = OrderedJson::array({{{"index", 0},
                                       {"text", text},
-                                      {"logprobs", nullptr},
+                                      {"logprobs", std::move(logprobs)},
                                       {"finish_reason", reason_or_null(finish_reason)}}});
   if (with_usage_field) j["usage"] = nullptr;
   return j;

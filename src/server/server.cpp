@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/chat_thinking.h"
 #include "server/generation_queue.h"
 #include "server/generation_stream.h"
 #include "server/http.h"
@@ -169,6 +170,7 @@ struct Server::Impl {
     const QueueStats q = queue.stats();
     const model::ModelInfo info = model.engine.model().info();
     const ProcessMemory mem = process_memory();
+    const Metrics::Snapshot m = metrics.snapshot();
     const double uptime =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return json_response(
@@ -186,7 +188,12 @@ struct Server::Impl {
                 {"finished", q.finished},
                 {"cancelled", q.cancelled},
                 {"failed", q.failed}}},
-              {"tokens", {{"prompt", q.prompt_tokens}, {"generated", q.generated_tokens}}}});
+              {"tokens", {{"prompt", q.prompt_tokens}, {"generated", q.generated_tokens}}},
+              {"think_control",
+               {{"budget_closes", m.think_budget_closes},
+                {"loop_escapes", m.think_loop_escapes},
+                {"answer_loop_stops", m.answer_loop_stops},
+                {"router_activations", m.think_router_activations}}}});
   }
 
   HttpResponse prometheus() const {
@@ -314,13 +321,20 @@ struct Server::Impl {
   }
 
   std::shared_ptr<GenerationStream> submit(runtime::GenerationRequest g, const GenerationOptions& o,
-                                           bool skip_special_tokens,
-                                           std::optional<text::chat::ParserConfig> parser) {
-    auto job = std::make_shared<GenerationStream>(model.tokenizer, skip_special_tokens, o.stop,
-                                                  std::move(parser));
-    job->request = std::move(g);
+                                           StreamSettings settings) {
+    settings.stops = o.stop;
+    settings.top_logprobs = o.logprobs;
+    auto job =
+        std::make_shared<GenerationStream>(model.tokenizer, std::move(g), std::move(settings));
     queue.submit(job);
     return job;
+  }
+
+  // A token's text in log-probabilities: the decode of that one id.
+  TokenText token_text(bool skip_special_tokens) const {
+    return [this, skip_special_tokens](int32_t id) {
+      return model.tokenizer.decode(std::span<const int32_t>(&id, 1), skip_special_tokens);
+    };
   }
 
   Usage usage_of(const GenerationStream& job) const {
@@ -328,7 +342,9 @@ struct Server::Impl {
     u.prompt_tokens = static_cast<int64_t>(job.request.prompt.size());
     u.completion_tokens = job.completion_tokens();
     const std::string& reasoning = job.message().reasoning_content;
-    if (!reasoning.empty())
+    if (job.think())
+      u.reasoning_tokens = job.think()->report().reasoning_tokens;
+    else if (!reasoning.empty())
       u.reasoning_tokens = static_cast<int64_t>(model.tokenizer.encode(reasoning).size());
     return u;
   }
@@ -367,29 +383,67 @@ struct Server::Impl {
   void observe(const GenerationStream& job) {
     metrics.observe_generation(job.seconds_to_first_token(),
                                job.prefill_seconds() + job.decode_seconds());
+    if (const control::ThinkController* think = job.think()) {
+      const control::ThinkReport& r = think->report();
+      metrics.count_think_control(r.budget_closed, r.loop_escaped, r.answer_loop_stopped);
+      if (r.budget_closed || r.loop_escaped || r.answer_loop_stopped)
+        log::info(
+            "think control: budget closed {}, loop escaped {} (period {}), answer loop "
+            "stopped {}; {} reasoning and {} answer tokens",
+            r.budget_closed, r.loop_escaped, r.loop.period, r.answer_loop_stopped,
+            r.reasoning_tokens, r.answer_tokens);
+    }
   }
 
   HttpResponse chat(const HttpRequest& http_request) {
-    const ChatCompletionRequest r = parse_chat_request(parse_body(http_request.body));
+    ChatCompletionRequest r = parse_chat_request(parse_body(http_request.body));
     check_model(r.options.model);
+    const control::ThinkControlConfig& think_config = options.think_control;
+    const control::TaskSignals task = task_signals(r);
+    const bool routed =
+        control::route_thinking_on(think_config.router, task, thinking_set_by_request(r));
+    if (routed) {
+      r.chat_template_kwargs["enable_thinking"] = true;
+      metrics.count_router_activation();
+      log::info(
+          "think router: thinking on for a {}-character question over a {}-character "
+          "system prompt",
+          task.last_user_message.size(), task.system_prompt.size());
+    }
     const text::chat::RenderedPrompt rendered = render(r);
     std::vector<int32_t> prompt =
         model.tokenizer.encode(rendered.text, /*add_special_tokens=*/false);
     if (prompt.empty()) bad_request("messages", "The messages rendered to an empty prompt.");
+    const int64_t room = context_size() - static_cast<int64_t>(prompt.size());
     const OrderedJson tools = prompt_tools(r);
-    text::chat::ParserConfig parser = model.chat_template.parser_config(rendered, tools);
-    if (tools.is_null()) parser.tool_format = text::chat::ToolCallFormat::kNone;
-    auto job =
-        submit(generation_request(r.options, std::move(prompt), "messages", INT64_MAX), r.options,
-               /*skip_special_tokens=*/false, std::move(parser));
+    StreamSettings settings;
+    settings.parser = model.chat_template.parser_config(rendered, tools);
+    if (tools.is_null()) settings.parser->tool_format = text::chat::ToolCallFormat::kNone;
+    runtime::GenerationRequest g =
+        generation_request(r.options, std::move(prompt), "messages", INT64_MAX);
+    // With think control, max_tokens counts only answer tokens; thinking has its own budget.
+    // ignore_eos asks for exactly max_tokens tokens (benchmarks): nothing may end them early.
+    if (!r.options.ignore_eos)
+      settings.think = make_think_controller(
+          think_config, model.tokenizer, rendered, task,
+          r.max_thinking_tokens.value_or(think_config.max_thinking_tokens), g.max_tokens);
+    if (settings.think) g.max_tokens = std::min(settings.think->engine_max_tokens(), room);
+    auto job = submit(std::move(g), r.options, std::move(settings));
     const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
-    return r.options.stream ? stream_chat(job, header, r.options.include_usage)
-                            : whole_chat(job, header);
+    return r.options.stream ? stream_chat(job, header, r.options.include_usage, routed)
+                            : whole_chat(job, header, routed);
   }
 
-  HttpResponse whole_chat(std::shared_ptr<GenerationStream> job, ResponseHeader header) {
+  // The "strata" extension of a chat response, when think control had a say in it.
+  static std::optional<OrderedJson> chat_extension(const GenerationStream& job, bool routed) {
+    if (!routed && !job.think()) return std::nullopt;
+    return strata_extension_json(routed, job.think());
+  }
+
+  HttpResponse whole_chat(std::shared_ptr<GenerationStream> job, ResponseHeader header,
+                          bool routed) {
     HttpResponse response;
-    response.stream = [this, job, header](BodyWriter& out) {
+    response.stream = [this, job, header, routed](BodyWriter& out) {
       StreamUpdate u;
       if (!follow(*job, out, u, [](const StreamUpdate&) { return true; })) return;
       observe(*job);
@@ -397,21 +451,34 @@ struct Server::Impl {
         out.write(dump(e->to_json()));
         return;
       }
-      out.write(
-          dump(chat_completion_json(header, job->message(), u.finish_reason, usage_of(*job))));
+      OrderedJson logprobs = nullptr;
+      if (job->request.top_logprobs >= 0)
+        logprobs = chat_logprobs_json(job->logprobs(), token_text(false));
+      OrderedJson j = chat_completion_json(header, job->message(), u.finish_reason, usage_of(*job),
+                                           std::move(logprobs));
+      if (auto extension = chat_extension(*job, routed)) j["strata"] = std::move(*extension);
+      out.write(dump(j));
     };
     return response;
   }
 
   HttpResponse stream_chat(std::shared_ptr<GenerationStream> job, ResponseHeader header,
-                           bool include_usage) {
+                           bool include_usage, bool routed) {
     HttpResponse response;
     response.content_type = "text/event-stream";
     response.headers["Cache-Control"] = "no-cache";
-    response.stream = [this, job, header, include_usage](BodyWriter& out) {
-      auto chunk = [&](OrderedJson delta, const std::string& finish) {
-        return out.write(
-            sse_event(chat_chunk_json(header, std::move(delta), finish, include_usage)));
+    response.stream = [this, job, header, include_usage, routed](BodyWriter& out) {
+      const bool with_logprobs = job->request.top_logprobs >= 0;
+      const TokenText text = token_text(false);
+      auto chunk = [&](OrderedJson delta, const std::string& finish,
+                       const std::vector<OutputLogprob>& logprobs = {}) {
+        OrderedJson j =
+            chat_chunk_json(header, std::move(delta), finish, include_usage,
+                            with_logprobs && !logprobs.empty() ? chat_logprobs_json(logprobs, text)
+                                                               : OrderedJson(nullptr));
+        if (!finish.empty())
+          if (auto extension = chat_extension(*job, routed)) j["strata"] = std::move(*extension);
+        return out.write(sse_event(j));
       };
       if (!chunk({{"role", "assistant"}, {"content", ""}}, "")) {
         job->cancel();
@@ -420,7 +487,7 @@ struct Server::Impl {
       StreamUpdate u;
       const bool completed = follow(*job, out, u, [&](const StreamUpdate& update) {
         for (const auto& d : update.deltas)
-          if (!chunk(delta_json(d), "")) return false;
+          if (!chunk(delta_json(d.text), "", d.logprobs)) return false;
         return true;
       });
       if (!completed) return;
@@ -458,8 +525,10 @@ struct Server::Impl {
       if (!model.tokenizer.bos_id()) bad_request("prompt", "The prompt is empty.");
       prompt.push_back(*model.tokenizer.bos_id());
     }
+    StreamSettings settings;
+    settings.skip_special_tokens = true;
     auto job = submit(generation_request(r.options, std::move(prompt), "prompt", 16), r.options,
-                      /*skip_special_tokens=*/true, std::nullopt);
+                      std::move(settings));
     const ResponseHeader header{new_response_id("cmpl-"), unix_time_now(), options.model_id};
     const std::string echo = r.echo ? prompt_text : std::string();
     return r.options.stream ? stream_completion(job, header, r.options.include_usage, echo)
@@ -477,8 +546,11 @@ struct Server::Impl {
         out.write(dump(e->to_json()));
         return;
       }
-      out.write(dump(
-          completion_json(header, echo + job->message().content, u.finish_reason, usage_of(*job))));
+      OrderedJson logprobs = nullptr;
+      if (job->request.top_logprobs >= 0)
+        logprobs = completion_logprobs_json(job->logprobs(), token_text(true));
+      out.write(dump(completion_json(header, echo + job->message().content, u.finish_reason,
+                                     usage_of(*job), std::move(logprobs))));
     };
     return response;
   }
@@ -489,8 +561,14 @@ struct Server::Impl {
     response.content_type = "text/event-stream";
     response.headers["Cache-Control"] = "no-cache";
     response.stream = [this, job, header, include_usage, echo](BodyWriter& out) {
-      auto chunk = [&](const std::string& text, const std::string& finish) {
-        return out.write(sse_event(completion_chunk_json(header, text, finish, include_usage)));
+      const bool with_logprobs = job->request.top_logprobs >= 0;
+      const TokenText token = token_text(true);
+      auto chunk = [&](const std::string& text, const std::string& finish,
+                       const std::vector<OutputLogprob>& logprobs = {}) {
+        return out.write(sse_event(completion_chunk_json(
+            header, text, finish, include_usage,
+            with_logprobs && !logprobs.empty() ? completion_logprobs_json(logprobs, token)
+                                               : OrderedJson(nullptr))));
       };
       if (!echo.empty() && !chunk(echo, "")) {
         job->cancel();
@@ -499,7 +577,7 @@ struct Server::Impl {
       StreamUpdate u;
       const bool completed = follow(*job, out, u, [&](const StreamUpdate& update) {
         for (const auto& d : update.deltas)
-          if (!chunk(d.content, "")) return false;
+          if (!chunk(d.text.content, "", d.logprobs)) return false;
         return true;
       });
       if (!completed) return;

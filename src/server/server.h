@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "control/think_control.h"
 #include "runtime/engine.h"
 #include "text/chat/chat_template.h"
 #include "text/tokenizer.h"
@@ -26,6 +27,8 @@ struct ServerOptions {
   size_t max_body_bytes = 16 << 20;
   std::string model_id;              // the name /v1/models reports and requests may use
   std::vector<std::string> aliases;  // other accepted names
+  // Thinking budget, loop detection, escape hints and the retrieval router for chat requests.
+  control::ThinkControlConfig think_control = control::ThinkControlConfig::defaults();
 };
 
 // What is served; everything must outlive the Server.

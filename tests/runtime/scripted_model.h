@@ -9,25 +9,15 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/model.h"
+#include "one_hot_model.h"
 
 namespace strata::test {
 
-class ScriptedModel final : public model::Model {
+class ScriptedModel final : public OneHotModel {
  public:
   using Script = std::function<int32_t(std::span<const int32_t> consumed)>;
 
-  ScriptedModel(int64_t vocab, Script script) : script_(std::move(script)) {
-    config_.model_type = "scripted";
-    config_.vocab_size = vocab;
-    fingerprint_ = "scripted-model";
-  }
-
-  model::ModelInfo info() const override {
-    model::ModelInfo i;
-    i.family = "scripted";
-    return i;
-  }
+  ScriptedModel(int64_t vocab, Script script) : OneHotModel(vocab, "scripted-model"), script_(std::move(script)) {}
 
   // The consumed tokens are the state: one token-indexed I32 buffer.
   model::ModelState new_state(int64_t capacity) const override {
@@ -39,17 +29,13 @@ class ScriptedModel final : public model::Model {
 
   void forward(std::span<const int32_t> tokens, model::ModelState& state, const Tensor& logits,
                bool all_logits) override {
-    const int64_t T = static_cast<int64_t>(tokens.size()), V = config_.vocab_size;
+    const int64_t T = static_cast<int64_t>(tokens.size());
     check(state.n_tokens + T <= state.capacity, ErrorKind::kInvalidInput, "context overflow");
     int32_t* seen = state.buffers[0].tensor.as<int32_t>();
     std::copy(tokens.begin(), tokens.end(), seen + state.n_tokens);
-    float* out = logits.as<float>();
     for (int64_t t = all_logits ? 0 : T - 1; t < T; ++t) {
       const int64_t consumed = state.n_tokens + t + 1;
-      const int32_t next = script_(std::span<const int32_t>(seen, static_cast<size_t>(consumed)));
-      float* row = out + (all_logits ? t * V : 0);
-      std::fill(row, row + V, 0.0f);
-      row[next] = 10.0f;
+      one_hot(logits, all_logits ? t : 0, script_(std::span<const int32_t>(seen, static_cast<size_t>(consumed))), 10.0f);
     }
     state.n_tokens += T;
     ++forward_calls_;

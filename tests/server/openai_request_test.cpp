@@ -188,9 +188,36 @@ TEST(OpenAiRequest, WhatStrataCannotDoYetIsRefusedNotIgnored) {
       "response_format", "unsupported_parameter");
   expect_400(chat({{"response_format", {{"type", "yaml"}}}}), "response_format.type",
              "invalid_value");
-  expect_400(chat({{"logprobs", true}}), "logprobs", "unsupported_parameter", "logprobs");
-  expect_400(chat({{"top_logprobs", 3}}), "top_logprobs", "invalid_value");
-  expect_400(chat({{"top_logprobs", 30}}), "top_logprobs", "invalid_value");
+}
+
+TEST(OpenAiRequest, LogprobsAsOpenAiAllowsThem) {
+  EXPECT_EQ(parse_chat_request(chat()).options.logprobs, -1);
+  EXPECT_EQ(parse_chat_request(chat({{"logprobs", false}})).options.logprobs, -1);
+  EXPECT_EQ(parse_chat_request(chat({{"logprobs", true}})).options.logprobs, 0);
+  EXPECT_EQ(parse_chat_request(chat({{"logprobs", true}, {"top_logprobs", 20}})).options.logprobs,
+            20);
+  expect_400(chat({{"top_logprobs", 3}}), "top_logprobs", "invalid_value", "'logprobs' is true");
+  expect_400(chat({{"logprobs", true}, {"top_logprobs", 21}}), "top_logprobs", "invalid_value");
+  expect_400(chat({{"logprobs", 1}}), "logprobs", "invalid_type");
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}}).options.logprobs, -1);
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"logprobs", 0}}).options.logprobs, 0);
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"logprobs", 5}}).options.logprobs, 5);
+}
+
+TEST(OpenAiRequest, ThinkingBudgetUnderItsThreeNames) {
+  EXPECT_FALSE(parse_chat_request(chat()).max_thinking_tokens);
+  EXPECT_EQ(parse_chat_request(chat({{"max_thinking_tokens", 100}})).max_thinking_tokens, 100);
+  EXPECT_EQ(parse_chat_request(chat({{"thinking_budget", 0}})).max_thinking_tokens, 0);
+  EXPECT_EQ(parse_chat_request(chat({{"reasoning", {{"max_tokens", 7}}}})).max_thinking_tokens, 7);
+  EXPECT_EQ(parse_chat_request(chat({{"max_thinking_tokens", 9}, {"thinking_budget", 8}}))
+                .max_thinking_tokens,
+            9);
+  expect_400(chat({{"max_thinking_tokens", "many"}}), "max_thinking_tokens", "invalid_type");
+  expect_400(chat({{"thinking_budget", -1}}), "thinking_budget", "invalid_value");
+  expect_400(chat({{"reasoning", {{"max_tokens", true}}}}), "reasoning.max_tokens", "invalid_type");
+  expect_400(chat({{"reasoning", "high"}}), "reasoning", "invalid_type");
+  EXPECT_EQ(parse_chat_request(chat({{"response_format", {{"type", "text"}}}})).response_format,
+            "text");
 }
 
 TEST(OpenAiRequest, CompletionPromptForms) {
@@ -215,7 +242,8 @@ TEST(OpenAiRequest, CompletionPromptForms) {
   expect_completion_400({{"prompt", {1, -2}}}, "prompt[1]");
   expect_completion_400({{"prompt", 5}}, "prompt");
   expect_completion_400({{"prompt", "x"}, {"best_of", 2}}, "best_of");
-  expect_completion_400({{"prompt", "x"}, {"logprobs", 2}}, "logprobs");
+  expect_completion_400({{"prompt", "x"}, {"logprobs", 6}}, "logprobs");
+  expect_completion_400({{"prompt", "x"}, {"logprobs", 2}, {"echo", true}}, "logprobs");
   expect_completion_400({{"prompt", "x"}, {"suffix", "y"}}, "suffix");
   EXPECT_TRUE(parse_completion_request({{"prompt", "x"}, {"echo", true}}).echo);
 }

@@ -8,11 +8,11 @@
 #include <thread>
 #include <vector>
 
-#include "model/model.h"
+#include "one_hot_model.h"
 
 namespace strata::test {
 
-class ReplyModel : public model::Model {
+class ReplyModel : public OneHotModel {
  public:
   struct Script {
     std::vector<int32_t> tokens;
@@ -22,17 +22,7 @@ class ReplyModel : public model::Model {
     std::chrono::milliseconds step_delay{0};
   };
 
-  ReplyModel(int64_t vocab_size, Script script) : script_(std::move(script)) {
-    config_.vocab_size = vocab_size;
-    config_.max_position_embeddings = 4096;
-    fingerprint_ = "scripted";
-  }
-
-  model::ModelInfo info() const override {
-    model::ModelInfo i;
-    i.family = "scripted";
-    return i;
-  }
+  ReplyModel(int64_t vocab_size, Script script) : OneHotModel(vocab_size, "scripted"), script_(std::move(script)) {}
 
   model::ModelState new_state(int64_t capacity) const override {
     model::ModelState s;
@@ -48,9 +38,7 @@ class ReplyModel : public model::Model {
     const size_t generated = static_cast<size_t>(state.n_tokens - prompt_length_);
     int32_t next = script_.endless ? script_.filler_id : script_.end_id;
     if (generated < script_.tokens.size()) next = script_.tokens[generated];
-    float* out = logits.as<float>();
-    for (int64_t i = 0; i < config_.vocab_size; ++i) out[i] = 0.0f;
-    out[next] = 100.0f;
+    one_hot(logits, 0, next, 100.0f);
   }
 
  private:

@@ -8,110 +8,21 @@
 
 #include <thread>
 
-#include "core/json.h"
-#include "http_client.h"
-#include "reply_model.h"
-#include "test_util.h"
+#include "test_server.h"
 
 namespace strata {
 namespace {
 
+using test::chat_body;
 using test::http_request;
 using test::HttpConnection;
 using test::HttpResult;
+using test::qwen3_tokenizer;
+using test::read_stream;
 using test::ReplyModel;
 using test::sse_data;
-
-std::string qwen3_dir() { return test::shared_fixture("tokenizers/qwen3"); }
-
-const text::Tokenizer& qwen3_tokenizer() {
-  static const auto tokenizer = text::Tokenizer::load(qwen3_dir());
-  return *tokenizer;
-}
-
-// A server on a free port, serving a scripted model, running on its own thread.
-class TestServer {
- public:
-  TestServer(const std::string& script_text, server::ServerOptions options = {},
-             ReplyModel::Script script = {}, int64_t context_size = 1024)
-      : chat_template_(text::chat::ChatTemplate::load(qwen3_dir())) {
-    const text::Tokenizer& tok = qwen3_tokenizer();
-    script.tokens = tok.encode(script_text);
-    script.end_id = *tok.token_id("<|im_end|>");
-    if (script.endless) script.filler_id = tok.encode(" la").front();
-    engine_ =
-        std::make_unique<runtime::Engine>(std::make_unique<ReplyModel>(tok.vocab_size(), script),
-                                          runtime::EngineOptions{.context_size = context_size});
-    options.port = 0;
-    if (options.model_id.empty()) options.model_id = "qwen3-test";
-    server_ = std::make_unique<server::Server>(options,
-                                               server::ServedModel{*engine_, tok, chat_template_});
-    port_ = server_->bind();
-    thread_ = std::thread([this] { server_->run(); });
-  }
-  ~TestServer() { shutdown(std::chrono::milliseconds(0)); }
-
-  void shutdown(std::chrono::milliseconds grace) {
-    if (!thread_.joinable()) return;
-    server_->shutdown(grace);
-    thread_.join();
-  }
-
-  int port() const { return port_; }
-  HttpResult post(const std::string& path, const Json& body,
-                  const std::map<std::string, std::string>& headers = {}) {
-    return http_request(port_, "POST", path, body.dump(), headers);
-  }
-  HttpResult get(const std::string& path, const std::map<std::string, std::string>& headers = {}) {
-    return http_request(port_, "GET", path, "", headers);
-  }
-  Json health() { return Json::parse(get("/health").body); }
-
- private:
-  text::chat::ChatTemplate chat_template_;
-  std::unique_ptr<runtime::Engine> engine_;
-  std::unique_ptr<server::Server> server_;
-  int port_ = 0;
-  std::thread thread_;
-};
-
-Json chat_body(const std::string& user, Json extra = Json::object()) {
-  Json body = {{"model", "qwen3-test"}, {"messages", {{{"role", "user"}, {"content", user}}}}};
-  body.update(extra);
-  return body;
-}
-
-struct Streamed {
-  std::vector<Json> chunks;  // parsed "data:" events before [DONE]
-  bool done = false;         // ended with data: [DONE]
-  std::string content, reasoning;
-  Json tool_calls = Json::array();
-  std::string finish_reason;
-};
-
-Streamed read_stream(const HttpResult& r) {
-  Streamed s;
-  for (const std::string& data : sse_data(r.body)) {
-    if (data == "[DONE]") {
-      s.done = true;
-      continue;
-    }
-    Json chunk = Json::parse(data);
-    if (chunk.contains("choices") && !chunk["choices"].empty()) {
-      const Json& choice = chunk["choices"][0];
-      const Json& delta = choice.contains("delta") ? choice["delta"] : Json::object();
-      if (delta.contains("content")) s.content += delta["content"].get<std::string>();
-      if (delta.contains("reasoning_content"))
-        s.reasoning += delta["reasoning_content"].get<std::string>();
-      if (delta.contains("tool_calls"))
-        for (const auto& c : delta["tool_calls"]) s.tool_calls.push_back(c);
-      if (choice.contains("text")) s.content += choice["text"].get<std::string>();
-      if (!choice["finish_reason"].is_null()) s.finish_reason = choice["finish_reason"];
-    }
-    s.chunks.push_back(std::move(chunk));
-  }
-  return s;
-}
+using test::Streamed;
+using test::TestServer;
 
 const Json kWeatherTools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
   "description": "Current weather", "parameters": {"type": "object",
@@ -364,6 +275,13 @@ double wait_for(TestServer& s, const std::string& key, int value, std::chrono::m
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// A request for the endless model. " la la la ..." is a loop that think control's answer guard
+// would stop; with thinking off no controller runs, so it goes on until the test ends it.
+Json endless_body(const std::string& user, Json extra) {
+  extra["chat_template_kwargs"] = {{"enable_thinking", false}};
+  return chat_body(user, std::move(extra));
+}
+
 ReplyModel::Script endless(int delay_ms) {
   ReplyModel::Script script;
   script.endless = true;
@@ -376,7 +294,7 @@ TEST(Server, ClientDisconnectCancelsTheGenerationAndFreesTheEngine) {
   for (bool stream : {true, false}) {
     HttpConnection c(s.port());
     c.send_request("POST", "/v1/chat/completions",
-                   chat_body("Go on forever", {{"stream", stream}}).dump());
+                   endless_body("Go on forever", {{"stream", stream}}).dump());
     if (stream)
       c.read_until(" la");  // generating
     else
@@ -390,7 +308,7 @@ TEST(Server, ClientDisconnectCancelsTheGenerationAndFreesTheEngine) {
   // The engine is free: the next request starts at once.
   const auto t0 = std::chrono::steady_clock::now();
   HttpConnection next(s.port());
-  next.send_request("POST", "/v1/chat/completions", chat_body("Hi", {{"stream", true}}).dump());
+  next.send_request("POST", "/v1/chat/completions", endless_body("Hi", {{"stream", true}}).dump());
   next.read_until(" la");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
 }
@@ -400,10 +318,10 @@ TEST(Server, AFullQueueAnswers503AndQueuedRequestsRunInOrder) {
   options.max_concurrency = 2;
   TestServer s("", options, endless(2), /*context_size=*/4096);
   HttpConnection first(s.port()), second(s.port());
-  first.send_request("POST", "/v1/chat/completions", chat_body("A", {{"stream", true}}).dump());
+  first.send_request("POST", "/v1/chat/completions", endless_body("A", {{"stream", true}}).dump());
   first.read_until(" la");
   second.send_request("POST", "/v1/chat/completions",
-                      chat_body("B", {{"stream", true}, {"max_tokens", 3}}).dump());
+                      endless_body("B", {{"stream", true}, {"max_tokens", 3}}).dump());
   wait_for(s, "waiting", 1, std::chrono::seconds(5));
   const HttpResult busy = s.post("/v1/chat/completions", chat_body("C"));
   EXPECT_EQ(busy.status, 503);
@@ -432,7 +350,7 @@ TEST(Server, ShutdownLetsGenerationsFinishWithinTheGrace) {
 TEST(Server, ShutdownCancelsWhatOutlastsTheGraceWithAnErrorEvent) {
   TestServer s("", {}, endless(2), /*context_size=*/4096);
   HttpConnection c(s.port());
-  c.send_request("POST", "/v1/chat/completions", chat_body("Go", {{"stream", true}}).dump());
+  c.send_request("POST", "/v1/chat/completions", endless_body("Go", {{"stream", true}}).dump());
   c.read_until(" la");
   s.shutdown(std::chrono::milliseconds(50));
   const std::vector<std::string> events = sse_data(c.read_response().body);

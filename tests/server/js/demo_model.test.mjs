@@ -90,3 +90,16 @@ test('streaming gives the same split as the whole response', async () => {
   assert.equal(reasoning, whole.reasoning_content);
   assert.equal(content, whole.content);
 });
+
+test('think control: a thinking budget closes the thinking and the answer follows the hint', async () => {
+  const c = byName.arithmetic;
+  const reply = await client.chat.completions.create(request(c, { max_thinking_tokens: 5 }));
+  const msg = reply.choices[0].message;
+  assert.ok(msg.reasoning_content && msg.reasoning_content.length > 0);
+  assert.ok(msg.content.startsWith('**Final Answer:**'), msg.content);
+  assert.equal(reply.strata.thinking.budget_closed, true);
+  assert.equal(reply.strata.thinking.reasoning_tokens, 6);  // 5 thinking tokens and the injected </think>
+  assert.equal(reply.usage.completion_tokens_details.reasoning_tokens, 6);
+  const metrics = await (await fetch(server.url('/metrics'))).text();
+  assert.match(metrics, /^strata_think_budget_closes_total [1-9]\d*$/m);
+});

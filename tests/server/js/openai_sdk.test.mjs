@@ -91,6 +91,29 @@ test('stop sequences end the text before the stop, streaming or not', async () =
   assert.deepEqual(s.finish, ['stop']);
 });
 
+test('logprobs: an entry per completion token, with its alternatives', async () => {
+  const r = await client.chat.completions.create({
+    model: modelId,
+    messages,
+    max_tokens: 12,
+    temperature: 0,
+    logprobs: true,
+    top_logprobs: 3,
+  });
+  const content = r.choices[0].logprobs.content;
+  assert.equal(content.length, r.usage.completion_tokens);
+  for (const e of content) {
+    assert.ok(e.logprob <= 0);
+    assert.deepEqual(e.bytes, [...Buffer.from(e.token, 'utf8')]);
+    assert.equal(e.top_logprobs.length, 3);
+    assert.equal(e.top_logprobs[0].logprob, e.logprob);  // greedy: the sampled token is the likeliest
+  }
+  const c = await client.completions.create({ model: modelId, prompt: 'Once upon a time', max_tokens: 8, temperature: 0, logprobs: 2 });
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.tokens.length, c.usage.completion_tokens);
+  assert.equal(lp.text_offset[0], 0);
+});
+
 test('the same seed gives the same text; another seed another', async () => {
   const params = { model: modelId, messages, max_tokens: 40, temperature: 1.0 };
   const a = await client.chat.completions.create({ ...params, seed: 42 });

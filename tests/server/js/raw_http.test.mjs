@@ -2,8 +2,12 @@
 // {"error": {"message", "type", "param", "code"}}, and the server keeps serving afterwards.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
-import { startServer, post, getJson, modelId } from './strata_server.mjs';
+import os from 'node:os';
+import path from 'node:path';
+import { startServer, post, getJson, modelId, modelPath } from './strata_server.mjs';
 
 const KEY = 'sk-strata-test';
 let open;    // no API key, context 64 tokens, bodies up to 4096 bytes
@@ -49,7 +53,11 @@ test('wrong types and values are 400 naming the field', async () => {
   });
   assertError(await post(open, '/v1/chat/completions', chat({ stop: [1] })), 400, { param: 'stop[0]' });
   assertError(await post(open, '/v1/chat/completions', chat({ n: 3 })), 400, { param: 'n' });
-  assertError(await post(open, '/v1/chat/completions', chat({ logprobs: true })), 400, { param: 'logprobs' });
+  assertError(await post(open, '/v1/chat/completions', chat({ top_logprobs: 2 })), 400, { param: 'top_logprobs' });
+  assertError(await post(open, '/v1/chat/completions', chat({ max_thinking_tokens: 'x' })), 400, {
+    code: 'invalid_type',
+    param: 'max_thinking_tokens',
+  });
   assertError(await post(open, '/v1/chat/completions', chat({ response_format: { type: 'json_schema' } })), 400, {
     param: 'response_format',
   });
@@ -136,8 +144,25 @@ test('health, metrics, tokenize and detokenize', async () => {
   assert.match(metrics, /^# HELP strata_model_info/m);
   assert.match(metrics, /^strata_http_requests_total\{route="\/v1\/chat\/completions",status="400"\} \d+$/m);
   assert.match(metrics, /^strata_generation_tokens_total \d+$/m);
+  for (const name of ['think_budget_closes', 'think_loop_escapes', 'answer_loop_stops', 'think_router_activations'])
+    assert.match(metrics, new RegExp(`^# TYPE strata_${name}_total counter\nstrata_${name}_total 0$`, 'm'));
   const t = await post(open, '/tokenize', { content: 'Lily saw a ball.', add_special: true });
   assert.equal(t.json.tokens[0], 1);
   const d = await post(open, '/detokenize', { tokens: t.json.tokens.slice(1) });
   assert.equal(d.json.content, 'Lily saw a ball.');
+});
+
+test('a bad --think-config is a clear start-up error', () => {
+  const file = path.join(os.tmpdir(), `strata-think-config-${process.pid}.json`);
+  fs.writeFileSync(file, '{"escape": {"close": 5, "default": {"hint": "x"}}}');
+  try {
+    const r = spawnSync(process.env.STRATA_BIN, ['serve', '--model', modelPath, '--think-config', file], {
+      encoding: 'utf8',
+      timeout: 30000,
+    });
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /^error: --think-config .*strata-think-config-\d+\.json: think control config/m);
+  } finally {
+    fs.unlinkSync(file);
+  }
 });
