@@ -35,6 +35,7 @@ class Writer {
     put(static_cast<uint32_t>(s.size()));
     put_bytes(s.data(), s.size());
   }
+  void reserve(size_t n) { out_.reserve(n); }
   std::vector<uint8_t>& bytes() { return out_; }
 
  private:
@@ -112,6 +113,9 @@ void Sequence::truncate(int64_t n) {
 
 std::vector<uint8_t> Sequence::serialize() const {
   Writer w;
+  size_t total = 64 + fingerprint_.size() + tokens_.size() * sizeof(int32_t) + kChecksumBytes;
+  for (const auto& b : state_.buffers) total += 64 + b.name.size() + stored_bytes(b, n_tokens());
+  w.reserve(total);
   w.put_bytes(kMagic, sizeof(kMagic));
   w.put(kVersion);
   w.put_string(fingerprint_);
