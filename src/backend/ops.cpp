@@ -31,6 +31,23 @@ void embedding(const Weight& table, std::span<const int32_t> ids, const Tensor& 
 }
 
 void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
+#ifdef STRATA_HAVE_CUDA
+  if (x.device == Device::kCuda && w.w.device == Device::kCuda && out.device == Device::kCuda) {
+    require_f32("matmul", x);
+    require_f32("matmul", out);
+    check(x.dim(-1) == w.cols() && out.dim(-1) == w.rows() && x.numel() / x.dim(-1) == out.numel() / out.dim(-1),
+          ErrorKind::kInternal, "matmul: x {} · w [{}, {}] -> out {}", x.shape.str(), w.rows(), w.cols(),
+          out.shape.str());
+    check(!w.quantized() || ((w.bits == 4 || w.bits == 8) &&
+                             (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) &&
+                             w.scales.device == Device::kCuda && w.biases.device == Device::kCuda &&
+                             w.scales.dtype == DType::kF32 && w.biases.dtype == DType::kF32),
+          ErrorKind::kUnsupported, "CUDA matmul: {}-bit weights with groups of {} are not supported",
+          w.bits, w.group_size);
+    cuda::matmul(x, w, out);
+    return;
+  }
+#endif
   require_cpu("matmul", {&x, &w.w, &out});
   require_f32("matmul", x);
   require_f32("matmul", out);

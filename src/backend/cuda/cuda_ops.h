@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
+#include "backend/weight.h"
 #include "core/tensor.h"
 
 namespace strata::backend::cuda {
@@ -38,5 +40,8 @@ DeviceTensor upload(const Tensor& host);
 void download(const Tensor& device, const Tensor& host);
 
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);
+
+// out = x · wᵀ for F32 or MLX affine 4/8-bit w (groups of 32, 64 or 128), all on the device.
+void matmul(const Tensor& x, const Weight& w, const Tensor& out);
 
 }  // namespace strata::backend::cuda

@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/ops.h"
+#include "formats/mlx_quant.h"
 
 namespace strata {
 namespace {
@@ -38,6 +39,60 @@ TEST_F(CudaOps, RmsNormMatchesCpu) {
       for (int64_t i = 0; i < x.numel(); ++i)
         ASSERT_NEAR(got.as<float>()[i], ref.as<float>()[i], 1e-4f * (1.0f + std::fabs(ref.as<float>()[i])))
             << "d " << d << " at " << i;
+    }
+  }
+}
+
+// A weight on the device (F32, or MLX affine codes with F32 scales and biases) and its buffers.
+struct DeviceWeight {
+  backend::Weight w;
+  std::vector<backend::cuda::DeviceTensor> buffers;
+};
+
+DeviceWeight upload_weight(const backend::Weight& host) {
+  DeviceWeight d;
+  d.buffers.push_back(backend::cuda::upload(host.w));
+  d.w = host;
+  d.w.w = d.buffers.back().view;
+  if (host.quantized()) {
+    d.buffers.push_back(backend::cuda::upload(host.scales));
+    d.w.scales = d.buffers.back().view;
+    d.buffers.push_back(backend::cuda::upload(host.biases));
+    d.w.biases = d.buffers.back().view;
+  }
+  return d;
+}
+
+// Every supported bit width and group size, 1 to 11 activation rows (8 per launch, then the rest),
+// against the CPU matmul on the same weights. Tolerance: 1e-5 of Σ|x·w| per output (fp32 summation
+// order only).
+TEST_F(CudaOps, MatmulMatchesCpuForFloatAndAffineWeights) {
+  const int64_t N = 300, K = 1536;
+  const HostTensor wf = random_tensor({N, K}, 3);
+  for (int bits : {0, 4, 8}) {
+    for (int gs : {32, 64, 128}) {
+      if (bits == 0 && gs != 32) continue;
+      backend::Weight host;
+      formats::QuantizedMatrix q;
+      if (bits == 0) {
+        host.w = wf.view();
+      } else {
+        q = formats::quantize_affine(wf.view(), formats::QuantParams{bits, gs});
+        host = {q.weight.view(), q.scales.view(), q.biases.view(), bits, gs};
+      }
+      const DeviceWeight dw = upload_weight(host);
+      for (int64_t T : {1, 2, 5, 8, 11}) {
+        const HostTensor x = random_tensor({T, K}, 10 + static_cast<uint32_t>(T));
+        HostTensor ref(DType::kF32, {T, N}), got(DType::kF32, {T, N});
+        backend::cpu::matmul(x, host, ref);
+        auto dx = backend::cuda::upload(x), dout = backend::cuda::upload(got);
+        backend::matmul(dx.view, dw.w, dout.view);
+        backend::cuda::download(dout.view, got);
+        const float bound = 1e-5f * static_cast<float>(K) * 3.0f;
+        for (int64_t i = 0; i < T * N; ++i)
+          ASSERT_NEAR(got.as<float>()[i], ref.as<float>()[i], bound)
+              << "bits " << bits << " group " << gs << " T " << T << " at " << i;
+      }
     }
   }
 }

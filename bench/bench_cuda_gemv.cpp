@@ -1,0 +1,95 @@
+// Bandwidth of the CUDA decode matmul (one activation row) on Qwen3.5-9B-shaped MLX 4- and 8-bit
+// weights (group 64): time per call and the weight bytes it streams per second, against the GPU's
+// peak. Weights rotate over enough copies to defeat the L2 cache. Prints a markdown table.
+#include <cstdio>
+
+#ifdef STRATA_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/ops.h"
+
+using namespace strata;
+
+namespace {
+
+struct Shape2 {
+  const char* name;
+  int64_t n, k;
+};
+
+double bench(const Shape2& s, int bits, int copies) {
+  const int gs = 64;
+  std::mt19937 rng(1);
+  HostTensor codes(DType::kU32, {s.n, s.k * bits / 32}), scales(DType::kF32, {s.n, s.k / gs}),
+      biases(DType::kF32, {s.n, s.k / gs}), x(DType::kF32, {1, s.k}), out(DType::kF32, {1, s.n});
+  for (int64_t i = 0; i < codes.numel(); ++i) codes.as<uint32_t>()[i] = static_cast<uint32_t>(rng());
+  for (int64_t i = 0; i < scales.numel(); ++i) {
+    scales.as<float>()[i] = 0.001f;
+    biases.as<float>()[i] = -0.008f;
+  }
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = 0.01f * static_cast<float>(i % 17);
+  std::vector<backend::cuda::DeviceTensor> keep;
+  std::vector<backend::Weight> ws;
+  for (int c = 0; c < copies; ++c) {
+    keep.push_back(backend::cuda::upload(codes));
+    const Tensor w = keep.back().view;
+    keep.push_back(backend::cuda::upload(scales));
+    const Tensor sc = keep.back().view;
+    keep.push_back(backend::cuda::upload(biases));
+    ws.push_back({w, sc, keep.back().view, bits, gs});
+  }
+  auto dx = backend::cuda::upload(x), dout = backend::cuda::upload(out);
+  for (int i = 0; i < copies; ++i) backend::matmul(dx.view, ws[i], dout.view);  // warm-up
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  const int reps = 20 * copies;
+  cudaEventRecord(a);
+  for (int i = 0; i < reps; ++i) backend::matmul(dx.view, ws[i % copies], dout.view);
+  cudaEventRecord(b);
+  cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms * 1e3 / reps;  // µs per call
+}
+
+}  // namespace
+
+int main(int, char** argv) {
+  if (!backend::cuda::device_available()) {
+    std::printf("no CUDA device\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  int mem_clock_khz = 0, bus_bits = 0;
+  cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, 0);
+  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0);
+  const double peak = 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8) / 1e9;  // GB/s (DDR)
+  std::printf("command: %s\ndevice: %s, peak memory bandwidth %.0f GB/s\n\n", argv[0], prop.name, peak);
+  std::printf("| weight (Qwen3.5-9B shape) | bits | µs per call | GB/s | %% of peak |\n|---|---|---|---|---|\n");
+  const Shape2 shapes[] = {{"mlp gate/up 12288×4096", 12288, 4096},
+                           {"mlp down 4096×12288", 4096, 12288},
+                           {"GDN in_proj_qkv 8192×4096", 8192, 4096},
+                           {"lm_head 248320×4096", 248320, 4096}};
+  for (const Shape2& s : shapes)
+    for (int bits : {4, 8}) {
+      const int copies = s.n > 100000 ? 2 : 8;
+      const double us = bench(s, bits, copies);
+      const double bytes = static_cast<double>(s.n) * s.k * bits / 8 + 2.0 * s.n * (s.k / 64) * 4;
+      const double gbs = bytes / (us * 1e-6) / 1e9;
+      std::printf("| %s | %d | %.1f | %.0f | %.0f%% |\n", s.name, bits, us, gbs, 100 * gbs / peak);
+      std::fflush(stdout);
+    }
+  return 0;
+}
+#else
+int main() {
+  std::printf("built without CUDA\n");
+  return 0;
+}
+#endif
