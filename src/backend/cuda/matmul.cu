@@ -1,5 +1,5 @@
 // matmul on the GPU for few activation rows (decode, and speculative verify up to 8 rows): each
-// warp streams 4 weight rows once with 16-byte loads and keeps up to 8 dot products per row in
+// warp streams 4 or 8 weight rows once with 16-byte loads and keeps up to 8 dot products per row in
 // registers. MLX affine weights (4 or 8 bits, groups of 32/64/128) stay packed in memory and are
 // dequantized in registers: Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group. Larger T runs in slices of 8
 // (a tensor-core GEMM for prefill comes later).
@@ -41,10 +41,14 @@ __device__ inline float chunk_dot(const uint4 c, const float* x) {
 }
 
 // Each warp owns kRowsPerWarp weight rows, so every activation chunk it loads serves that many rows
-// (activations would otherwise outweigh 4-bit weights 8 to 1 in memory traffic).
-constexpr int kRowsPerWarp = 4;
+// (activations would otherwise outweigh 4-bit weights 8 to 1 in memory traffic). 8 rows per warp
+// only pays for 4-bit weights on very tall matrices (the lm_head): elsewhere it leaves SMs without
+// blocks.
+constexpr int64_t kTallRows = 65536;
 
-template <int kBits>
+// kT: the activation rows this instance is compiled for (1: decode, without the row loop's checks;
+// kMaxRows: 2 to 8 rows, checked against T at run time).
+template <int kBits, int kT, int kRowsPerWarp>
 __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const uint4* __restrict__ codes,
                                    const float* __restrict__ scales, const float* __restrict__ biases, int64_t N,
                                    int64_t K, int group_size, float* __restrict__ out) {
@@ -54,11 +58,11 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const uin
   if (n0 >= N) return;
   const int rows = static_cast<int>(N - n0 < kRowsPerWarp ? N - n0 : kRowsPerWarp);
   const int64_t chunks = K / kPerChunk, groups = K / group_size;
-  float acc[kRowsPerWarp][kMaxRows];
+  float acc[kRowsPerWarp][kT];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r)
 #pragma unroll
-    for (int t = 0; t < kMaxRows; ++t) acc[r][t] = 0.0f;
+    for (int t = 0; t < kT; ++t) acc[r][t] = 0.0f;
   for (int64_t c = lane; c < chunks; c += 32) {
     const int64_t col = c * kPerChunk;
     const int64_t g = col / group_size;  // a chunk never straddles groups (group_size ≥ 32)
@@ -72,8 +76,8 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const uin
       b[r] = __ldg(biases + n * groups + g);
     }
 #pragma unroll
-    for (int t = 0; t < kMaxRows; ++t) {
-      if (t >= T) break;
+    for (int t = 0; t < kT; ++t) {
+      if (kT > 1 && t >= T) break;
       float xv[kPerChunk];
       float sum = 0.0f;
       const float4* xp = reinterpret_cast<const float4*>(x + t * K + col);
@@ -91,8 +95,8 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const uin
   for (int r = 0; r < kRowsPerWarp; ++r) {
     if (r >= rows) break;
 #pragma unroll
-    for (int t = 0; t < kMaxRows; ++t) {
-      if (t >= T) break;
+    for (int t = 0; t < kT; ++t) {
+      if (kT > 1 && t >= T) break;
       const float v = warp_sum(acc[r][t]);
       if (lane == 0) out[t * N + n0 + r] = v;
     }
@@ -124,14 +128,40 @@ __global__ void gemv_float_kernel(const float* __restrict__ x, int T, const floa
   }
 }
 
+template <int kBits, int kT, int kRowsPerWarp>
+void launch_affine_rows(const Weight& w, const float* x, int T, int64_t N, int64_t K, float* out) {
+  const int64_t rows_per_block = int64_t{kWarpsPerBlock} * kRowsPerWarp;
+  const unsigned blocks = static_cast<unsigned>((N + rows_per_block - 1) / rows_per_block);
+  gemv_affine_kernel<kBits, kT, kRowsPerWarp><<<blocks, 32 * kWarpsPerBlock>>>(x, T, static_cast<const uint4*>(w.w.data),
+                                                                 w.scales.as<const float>(), w.biases.as<const float>(),
+                                                                 N, K, w.group_size, out);
+}
+
+template <int kBits>
+void launch_affine_bits(const Weight& w, const float* x, int T, int64_t N, int64_t K, float* out) {
+  if (T > 1) {
+    launch_affine_rows<kBits, kMaxRows, 4>(w, x, T, N, K, out);
+  } else if (kBits == 4 && N >= kTallRows) {  // measured: 8-bit rows are better served 4 per warp
+    launch_affine_rows<kBits, 1, 8>(w, x, T, N, K, out);
+  } else {
+    launch_affine_rows<kBits, 1, 4>(w, x, T, N, K, out);
+  }
+}
+
+void launch_affine(const Weight& w, const float* x, int T, int64_t N, int64_t K, float* out) {
+  if (w.bits == 4) {
+    launch_affine_bits<4>(w, x, T, N, K, out);
+  } else {
+    launch_affine_bits<8>(w, x, T, N, K, out);
+  }
+}
+
 }  // namespace
 
 void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
   const int64_t N = w.rows(), K = w.cols();
   const int64_t rows = x.numel() / K;
   const unsigned blocks = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  const int64_t rows_per_block = kWarpsPerBlock * kRowsPerWarp;
-  const unsigned affine_blocks = static_cast<unsigned>((N + rows_per_block - 1) / rows_per_block);
   const float* xs = x.as<const float>();
   float* o = out.as<float>();
   for (int64_t t0 = 0; t0 < rows; t0 += kMaxRows) {
@@ -140,14 +170,8 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
     float* ot = o + t0 * N;
     if (!w.quantized()) {
       gemv_float_kernel<<<blocks, 32 * kWarpsPerBlock>>>(xt, T, w.w.as<const float>(), N, K, ot);
-    } else if (w.bits == 4) {
-      gemv_affine_kernel<4><<<affine_blocks, 32 * kWarpsPerBlock>>>(xt, T, static_cast<const uint4*>(w.w.data),
-                                                             w.scales.as<const float>(), w.biases.as<const float>(),
-                                                             N, K, w.group_size, ot);
     } else {
-      gemv_affine_kernel<8><<<affine_blocks, 32 * kWarpsPerBlock>>>(xt, T, static_cast<const uint4*>(w.w.data),
-                                                             w.scales.as<const float>(), w.biases.as<const float>(),
-                                                             N, K, w.group_size, ot);
+      launch_affine(w, xt, T, N, K, ot);
     }
     STRATA_CUDA_CHECK(cudaGetLastError());
   }

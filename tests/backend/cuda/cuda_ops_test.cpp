@@ -63,6 +63,26 @@ DeviceWeight upload_weight(const backend::Weight& host) {
   return d;
 }
 
+// A matrix tall enough for the decode kernel's 8-rows-per-warp path (the lm_head shape class).
+TEST_F(CudaOps, MatmulOnATallMatrixMatchesCpu) {
+  const int64_t N = 70001, K = 128;
+  const HostTensor wf = random_tensor({N, K}, 5);
+  for (int bits : {4, 8}) {
+    formats::QuantizedMatrix q = formats::quantize_affine(wf.view(), formats::QuantParams{bits, 64});
+    const backend::Weight host{q.weight.view(), q.scales.view(), q.biases.view(), bits, 64};
+    const auto dw_codes = backend::cuda::upload(host.w), dw_s = backend::cuda::upload(host.scales),
+               dw_b = backend::cuda::upload(host.biases);
+    const backend::Weight dev{dw_codes.view, dw_s.view, dw_b.view, bits, 64};
+    const HostTensor x = random_tensor({1, K}, 6);
+    HostTensor ref(DType::kF32, {1, N}), got(DType::kF32, {1, N});
+    backend::cpu::matmul(x, host, ref);
+    auto dx = backend::cuda::upload(x), dout = backend::cuda::upload(got);
+    backend::matmul(dx.view, dev, dout.view);
+    backend::cuda::download(dout.view, got);
+    for (int64_t i = 0; i < N; ++i) ASSERT_NEAR(got.as<float>()[i], ref.as<float>()[i], 1e-3f) << bits << " at " << i;
+  }
+}
+
 // Every supported bit width and group size, 1 to 11 activation rows (8 per launch, then the rest),
 // against the CPU matmul on the same weights. Tolerance: 1e-5 of Σ|x·w| per output (fp32 summation
 // order only).
