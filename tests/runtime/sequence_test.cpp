@@ -5,6 +5,8 @@
 // token-by-token decoding (outputs and final states) for lengths around the 64-token chunk.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <random>
 
@@ -95,6 +97,25 @@ TEST_P(SequenceState, SnapshotAndRestoreDoNotAllocate) {
     snap.restore(seq);
   }
   EXPECT_EQ(heap_allocations() - before, 0);
+}
+
+TEST_P(SequenceState, DecodeStepsAllocateNothingAfterWarmUp) {
+  // One compute thread: scratch is per thread, and with several a thread that happened to get no
+  // work during the warm-up would size its buffers later (once), which the count would catch.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  auto m = load(GetParam());
+  Sequence seq(*m, 64);
+  HostTensor logits(DType::kF32, {m->config().vocab_size});
+  seq.forward(*m, random_tokens(10, m->config().vocab_size, 17), logits, false);
+  greedy(*m, seq, logits, 2);  // warm-up: scratch buffers reach their decode sizes
+  const int64_t before = heap_allocations();
+  for (int i = 0; i < 8; ++i) {
+    const int32_t t[1] = {argmax(logits)};
+    seq.forward(*m, t, logits, false);
+  }
+  EXPECT_EQ(heap_allocations() - before, 0);
+  omp_set_num_threads(threads);
 }
 
 TEST_P(SequenceState, SerializeDeserializeContinueGivesIdenticalTokens) {

@@ -11,7 +11,10 @@ void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams&
   const int64_t T = x.dim(0), H = x.dim(1), D = x.dim(2);
   const int half = params.rotary_dim / 2;
   float* data = x.as<float>();
-  std::vector<float> cos_t(half), sin_t(half);
+  // Grow-only per-thread scratch: the decode loop allocates nothing after its first step.
+  static thread_local std::vector<float> cos_t, sin_t;
+  cos_t.resize(half);
+  sin_t.resize(half);
   for (int64_t t = 0; t < T; ++t) {
     for (int i = 0; i < half; ++i) {
       // float32 angle, as transformers computes it (inv_freq · position in fp32)
@@ -43,8 +46,9 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, in
   float* op = out.as<float>();
 #pragma omp parallel
   {
-    std::vector<float> scores;
-    std::vector<float> acc(D);
+    static thread_local std::vector<float> scores, acc;  // grow-only, per thread
+    acc.resize(D);
+    scores.reserve(static_cast<size_t>(k_cache.dim(0)));  // the whole cache: no growth as it fills
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t h = 0; h < Hq; ++h) {

@@ -102,14 +102,14 @@ void matmul_quantized_fused(const float* x, int64_t T, const Weight& w, float* o
   const int gs = w.group_size, bits = w.bits;
   const int64_t G = K / gs;
   const int64_t words_per_row = w.w.dim(1);
-  std::vector<float> xsum(static_cast<size_t>(T * G));
+  static thread_local std::vector<float> xsum, xp;  // grow-only: decode allocates nothing after warm-up
+  xsum.resize(static_cast<size_t>(T * G));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t g = 0; g < G; ++g) {
       float s = 0.0f;
       for (int j = 0; j < gs; ++j) s += x[t * K + g * gs + j];
       xsum[t * G + g] = s;
     }
-  std::vector<float> xp;
   if (bits == 4) {
     xp.resize(static_cast<size_t>(T * K));
     for (int64_t t = 0; t < T; ++t) permute_for_u4(x + t * K, K, xp.data() + t * K);

@@ -14,8 +14,10 @@ void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tenso
   const float* pl = logits.as<const float>();
   int32_t* pi = ids.as<int32_t>();
   float* pw = weights.as<float>();
-  std::vector<float> p(E);
-  std::vector<int32_t> order(E);
+  static thread_local std::vector<float> p;  // grow-only scratch
+  static thread_local std::vector<int32_t> order;
+  p.resize(static_cast<size_t>(E));
+  order.resize(static_cast<size_t>(E));
   for (int64_t t = 0; t < T; ++t) {
     const float* l = pl + t * E;
     const float mx = *std::max_element(l, l + E);
