@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <type_traits>
 
 namespace strata::server {
 
@@ -73,6 +74,17 @@ void family(std::string& out, const char* name, const char* type, const char* he
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
+// A family with one unlabelled sample.
+template <typename T>
+void single(std::string& out, const char* name, const char* type, const char* help, T value) {
+  family(out, name, type, help);
+  if constexpr (std::is_floating_point_v<T>) {
+    out += fmt::format("{} {:.6f}\n", name, value);
+  } else {
+    out += fmt::format("{} {}\n", name, value);
+  }
+}
+
 }  // namespace
 
 std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
@@ -90,23 +102,17 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
     out += fmt::format("strata_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n",
                        label_value(key.first), key.second, count);
 
-  family(out, "strata_requests_waiting", "gauge", "Generations queued for the engine.");
-  out += fmt::format("strata_requests_waiting {}\n", q.waiting);
-  family(out, "strata_requests_running", "gauge", "Generations running on the engine.");
-  out += fmt::format("strata_requests_running {}\n", q.running);
+  single(out, "strata_requests_waiting", "gauge", "Generations queued for the engine.", q.waiting);
+  single(out, "strata_requests_running", "gauge", "Generations running on the engine.", q.running);
   family(out, "strata_generations_total", "counter", "Generations ended, by outcome.");
   out += fmt::format("strata_generations_total{{outcome=\"finished\"}} {}\n", q.finished);
   out += fmt::format("strata_generations_total{{outcome=\"cancelled\"}} {}\n", q.cancelled);
   out += fmt::format("strata_generations_total{{outcome=\"failed\"}} {}\n", q.failed);
 
-  family(out, "strata_prompt_tokens_total", "counter", "Prompt tokens processed.");
-  out += fmt::format("strata_prompt_tokens_total {}\n", q.prompt_tokens);
-  family(out, "strata_generation_tokens_total", "counter", "Tokens generated.");
-  out += fmt::format("strata_generation_tokens_total {}\n", q.generated_tokens);
-  family(out, "strata_prefill_seconds_total", "counter", "Engine time spent on prompts.");
-  out += fmt::format("strata_prefill_seconds_total {:.6f}\n", q.prefill_seconds);
-  family(out, "strata_decode_seconds_total", "counter", "Engine time spent generating tokens.");
-  out += fmt::format("strata_decode_seconds_total {:.6f}\n", q.decode_seconds);
+  single(out, "strata_prompt_tokens_total", "counter", "Prompt tokens processed.", q.prompt_tokens);
+  single(out, "strata_generation_tokens_total", "counter", "Tokens generated.", q.generated_tokens);
+  single(out, "strata_prefill_seconds_total", "counter", "Engine time spent on prompts.", q.prefill_seconds);
+  single(out, "strata_decode_seconds_total", "counter", "Engine time spent generating tokens.", q.decode_seconds);
 
   family(out, "strata_time_to_first_token_seconds", "summary",
          "From request queued to first token (queue wait included).");
@@ -117,26 +123,15 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
   out += fmt::format("strata_generation_seconds_sum {:.6f}\n", m.generation_seconds_sum);
   out += fmt::format("strata_generation_seconds_count {}\n", m.generations);
 
-  family(out, "strata_think_budget_closes_total", "counter",
-         "Thinking blocks closed by strata at the thinking budget.");
-  out += fmt::format("strata_think_budget_closes_total {}\n", m.think_budget_closes);
-  family(out, "strata_think_loop_escapes_total", "counter",
-         "Loops in thinking escaped with the task's hint.");
-  out += fmt::format("strata_think_loop_escapes_total {}\n", m.think_loop_escapes);
-  family(out, "strata_answer_loop_stops_total", "counter",
-         "Answers stopped because they repeated themselves.");
-  out += fmt::format("strata_answer_loop_stops_total {}\n", m.answer_loop_stops);
-  family(out, "strata_think_router_activations_total", "counter",
-         "Requests whose thinking the retrieval router turned on.");
-  out += fmt::format("strata_think_router_activations_total {}\n", m.think_router_activations);
+  single(out, "strata_think_budget_closes_total", "counter", "Thinking blocks closed by strata at the thinking budget.", m.think_budget_closes);
+  single(out, "strata_think_loop_escapes_total", "counter", "Loops in thinking escaped with the task's hint.", m.think_loop_escapes);
+  single(out, "strata_answer_loop_stops_total", "counter", "Answers stopped because they repeated themselves.", m.answer_loop_stops);
+  single(out, "strata_think_router_activations_total", "counter", "Requests whose thinking the retrieval router turned on.", m.think_router_activations);
 
   const ProcessMemory mem = process_memory();
-  family(out, "strata_model_weight_bytes", "gauge", "Bytes of model weights.");
-  out += fmt::format("strata_model_weight_bytes {}\n", weight_bytes);
-  family(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-  out += fmt::format("process_resident_memory_bytes {}\n", mem.resident_bytes);
-  family(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
-  out += fmt::format("process_virtual_memory_bytes {}\n", mem.virtual_bytes);
+  single(out, "strata_model_weight_bytes", "gauge", "Bytes of model weights.", weight_bytes);
+  single(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", mem.resident_bytes);
+  single(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", mem.virtual_bytes);
   return out;
 }
 

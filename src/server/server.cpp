@@ -442,8 +442,23 @@ struct Server::Impl {
 
   HttpResponse whole_chat(std::shared_ptr<GenerationStream> job, ResponseHeader header,
                           bool routed) {
+    return whole(job, [this, job, header, routed](const StreamUpdate& u) {
+      OrderedJson logprobs = nullptr;
+      if (job->request.top_logprobs >= 0)
+        logprobs = chat_logprobs_json(job->logprobs(), token_text(false));
+      OrderedJson j = chat_completion_json(header, job->message(), u.finish_reason, usage_of(*job),
+                                           std::move(logprobs));
+      if (auto extension = chat_extension(*job, routed)) j["strata"] = std::move(*extension);
+      return j;
+    });
+  }
+
+  // A non-streaming response: waits for the generation (sent chunked, so that a disconnect is
+  // noticed), then writes the error or body(final update).
+  template <typename Body>
+  HttpResponse whole(std::shared_ptr<GenerationStream> job, Body body) {
     HttpResponse response;
-    response.stream = [this, job, header, routed](BodyWriter& out) {
+    response.stream = [this, job, body](BodyWriter& out) {
       StreamUpdate u;
       if (!follow(*job, out, u, [](const StreamUpdate&) { return true; })) return;
       observe(*job);
@@ -451,13 +466,7 @@ struct Server::Impl {
         out.write(dump(e->to_json()));
         return;
       }
-      OrderedJson logprobs = nullptr;
-      if (job->request.top_logprobs >= 0)
-        logprobs = chat_logprobs_json(job->logprobs(), token_text(false));
-      OrderedJson j = chat_completion_json(header, job->message(), u.finish_reason, usage_of(*job),
-                                           std::move(logprobs));
-      if (auto extension = chat_extension(*job, routed)) j["strata"] = std::move(*extension);
-      out.write(dump(j));
+      out.write(dump(body(u)));
     };
     return response;
   }
@@ -537,22 +546,13 @@ struct Server::Impl {
 
   HttpResponse whole_completion(std::shared_ptr<GenerationStream> job, ResponseHeader header,
                                 std::string echo) {
-    HttpResponse response;
-    response.stream = [this, job, header, echo](BodyWriter& out) {
-      StreamUpdate u;
-      if (!follow(*job, out, u, [](const StreamUpdate&) { return true; })) return;
-      observe(*job);
-      if (auto e = failure(u)) {
-        out.write(dump(e->to_json()));
-        return;
-      }
+    return whole(job, [this, job, header, echo](const StreamUpdate& u) {
       OrderedJson logprobs = nullptr;
       if (job->request.top_logprobs >= 0)
         logprobs = completion_logprobs_json(job->logprobs(), token_text(true));
-      out.write(dump(completion_json(header, echo + job->message().content, u.finish_reason,
-                                     usage_of(*job), std::move(logprobs))));
-    };
-    return response;
+      return completion_json(header, echo + job->message().content, u.finish_reason, usage_of(*job),
+                             std::move(logprobs));
+    });
   }
 
   HttpResponse stream_completion(std::shared_ptr<GenerationStream> job, ResponseHeader header,
