@@ -31,9 +31,7 @@ struct Scratch {
 class DenseModel final : public Model {
  public:
   DenseModel(ModelConfig config, std::unique_ptr<WeightLoader> weights, std::string fingerprint)
-      : weights_(std::move(weights)) {
-    config_ = std::move(config);
-    fingerprint_ = std::move(fingerprint);
+      : Model(std::move(config), std::move(fingerprint)), weights_(std::move(weights)) {
     load();
   }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -58,6 +59,10 @@ class Model {
                        bool all_logits) = 0;
 
  protected:
+  Model() = default;
+  Model(ModelConfig config, std::string fingerprint)
+      : config_(std::move(config)), fingerprint_(std::move(fingerprint)) {}
+
   ModelConfig config_;
   std::string fingerprint_;
 };

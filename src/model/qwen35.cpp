@@ -94,9 +94,7 @@ enum Slot : size_t {
 class Qwen35Model final : public Model {
  public:
   Qwen35Model(ModelConfig config, std::unique_ptr<WeightLoader> weights, std::string fingerprint)
-      : weights_(std::move(weights)) {
-    config_ = std::move(config);
-    fingerprint_ = std::move(fingerprint);
+      : Model(std::move(config), std::move(fingerprint)), weights_(std::move(weights)) {
     load();
   }
 
