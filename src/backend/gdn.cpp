@@ -6,42 +6,45 @@
 
 namespace strata::backend {
 
-using detail::require_cpu;
+using detail::placement;
 using detail::require_f32;
 
 void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& window, const Tensor& out) {
-  require_cpu("causal_conv1d_silu", {&x, &weight, &window, &out});
+  const Device d = placement("causal_conv1d_silu", {&x, &weight, &window, &out});
   require_f32("causal_conv1d_silu", {&x, &weight, &window, &out});
   check(x.rank() == 2 && weight.rank() == 2 && weight.dim(0) == x.dim(1) && window.rank() == 2 &&
             window.dim(0) == weight.dim(1) - 1 && window.dim(1) == x.dim(1) && out.shape == x.shape &&
             out.data != x.data,
         ErrorKind::kInternal, "causal_conv1d_silu: x {} weight {} window {} out {}", x.shape.str(),
         weight.shape.str(), window.shape.str(), out.shape.str());
+  STRATA_CUDA_DISPATCH("causal_conv1d_silu", d, cuda::causal_conv1d_silu(x, weight, window, out));
   cpu::causal_conv1d_silu(x, weight, window, out);
 }
 
 void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
                const Tensor& beta) {
-  require_cpu("gdn_gates", {&a, &b, &a_log, &dt_bias, &g, &beta});
+  const Device d = placement("gdn_gates", {&a, &b, &a_log, &dt_bias, &g, &beta});
   require_f32("gdn_gates", {&a, &b, &a_log, &dt_bias, &g, &beta});
   const int64_t Hv = a_log.numel();
   check(Hv > 0 && dt_bias.numel() == Hv && a.dim(-1) == Hv && b.shape == a.shape && g.shape == a.shape &&
             beta.shape == a.shape,
         ErrorKind::kInternal, "gdn_gates: a {} b {} A_log {} dt_bias {}", a.shape.str(), b.shape.str(),
         a_log.shape.str(), dt_bias.shape.str());
+  STRATA_CUDA_DISPATCH("gdn_gates", d, cuda::gdn_gates(a, b, a_log, dt_bias, g, beta));
   cpu::gdn_gates(a, b, a_log, dt_bias, g, beta);
 }
 
 void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out) {
-  require_cpu("l2_norm", {&x, &out});
+  const Device d = placement("l2_norm", {&x, &out});
   require_f32("l2_norm", {&x, &out});
   check(out.numel() == x.numel(), ErrorKind::kInternal, "l2_norm: x {} out {}", x.shape.str(), out.shape.str());
+  STRATA_CUDA_DISPATCH("l2_norm", d, cuda::l2_norm(x, eps, scale, out));
   cpu::l2_norm(x, eps, scale, out);
 }
 
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                       const Tensor& state, const Tensor& out, DeltaRuleForm form) {
-  require_cpu("gated_delta_rule", {&q, &k, &v, &g, &beta, &state, &out});
+  const Device d = placement("gated_delta_rule", {&q, &k, &v, &g, &beta, &state, &out});
   require_f32("gated_delta_rule", {&q, &k, &v, &g, &beta, &state, &out});
   const bool ok = q.rank() == 3 && k.shape == q.shape && v.rank() == 3 && v.dim(0) == q.dim(0) &&
                   v.dim(1) % q.dim(1) == 0 && g.rank() == 2 && g.dim(0) == q.dim(0) && g.dim(1) == v.dim(1) &&
@@ -49,14 +52,16 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
                   state.dim(1) == v.dim(2) && state.dim(2) == q.dim(2) && out.shape == v.shape;
   check(ok, ErrorKind::kInternal, "gated_delta_rule: q {} k {} v {} g {} state {} out {}", q.shape.str(),
         k.shape.str(), v.shape.str(), g.shape.str(), state.shape.str(), out.shape.str());
+  STRATA_CUDA_DISPATCH("gated_delta_rule", d, cuda::gated_delta_rule(q, k, v, g, beta, state, out, form));
   cpu::gated_delta_rule(q, k, v, g, beta, state, out, form);
 }
 
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out) {
-  require_cpu("rms_norm_gated", {&x, &w, &z, &out});
+  const Device d = placement("rms_norm_gated", {&x, &w, &z, &out});
   require_f32("rms_norm_gated", {&x, &w, &z, &out});
   check(x.dim(-1) == w.numel() && z.numel() == x.numel() && out.numel() == x.numel(), ErrorKind::kInternal,
         "rms_norm_gated: x {} w {} z {} out {}", x.shape.str(), w.shape.str(), z.shape.str(), out.shape.str());
+  STRATA_CUDA_DISPATCH("rms_norm_gated", d, cuda::rms_norm_gated(x, w, z, eps, out));
   cpu::rms_norm_gated(x, w, z, eps, out);
 }
 

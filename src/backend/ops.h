@@ -13,8 +13,10 @@
 
 namespace strata::backend {
 
-// out[t, :] = table[ids[t], :] (float or quantized table). out: [T, cols].
-void embedding(const Weight& table, std::span<const int32_t> ids, const Tensor& out);
+// out[t, :] = table[ids[t], :] (float or quantized table). ids: I32 [T] on the table's device
+// (callers check the ids against the vocabulary first: device code cannot report a bad one);
+// out: [T, cols].
+void embedding(const Weight& table, const Tensor& ids, const Tensor& out);
 
 // out = x · wᵀ (x: [T, K], w: [N, K], out: [T, N]), float or quantized w.
 void matmul(const Tensor& x, const Weight& w, const Tensor& out);
@@ -35,13 +37,17 @@ struct RopeParams {
   bool neox = true;
   float attention_factor = 1.0f;
 };
-void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params);
+// positions: I32 [T] on x's device.
+void rope(const Tensor& x, const Tensor& positions, const RopeParams& params);
 
-// Causal GQA attention of T new queries against a cache holding keys/values for positions
-// [0, start_pos + T). q: [T, Hq, D]; k_cache, v_cache: [capacity, Hkv, D]; out: [T, Hq, D].
-// Query t sits at position start_pos + t. window > 0 limits each query to the last `window` keys.
-void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start_pos,
-               float scale, int64_t window, const Tensor& out);
+// Causal GQA attention of T new queries against a KV cache. q: [T, Hq, D]; k_cache, v_cache:
+// [capacity, Hkv, D]; positions: I32 [T] on q's device, increasing; out: [T, Hq, D]. Query t sits at
+// position positions[t] and attends to cache rows [0, positions[t]]; window > 0 limits it to the
+// last `window` of them. kv_bound (host) is an upper bound on positions[T-1] + 1, at most the
+// capacity: it sizes the work where positions are only known on the device (a captured graph
+// serves every step whose positions stay below its bound).
+void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+               int64_t kv_bound, float scale, int64_t window, const Tensor& out);
 
 // out = SiLU(gate) ⊙ up, elementwise ([T, I] each).
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
@@ -49,8 +55,13 @@ void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 // a += b, elementwise.
 void add(const Tensor& a, const Tensor& b);
 
-// Copies rows of `src` into `dst` starting at row `dst_row` (same row width; used for caches).
-void copy_rows(const Tensor& src, const Tensor& dst, int64_t dst_row);
+// dst[positions[t], ...] = src[t, ...] (same row width; writes new keys and values into a cache).
+// positions: I32 [T] on the tensors' device.
+void store_rows(const Tensor& src, const Tensor& positions, const Tensor& dst);
+
+// out[r] = the index of the largest value of row r of x ([rows, V]; ties: the lowest index).
+// out: I32 [rows] (greedy sampling without moving logits off the device).
+void argmax(const Tensor& x, const Tensor& out);
 
 // x = 0.
 void zero(const Tensor& x);

@@ -8,6 +8,7 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "model/rope_scaling.h"
+#include "model/step.h"
 
 namespace strata::model {
 
@@ -22,16 +23,15 @@ struct Layer {
   std::optional<Tensor> q_norm, k_norm;
 };
 
-// Activation buffers, grown on demand and reused across calls.
-struct Scratch {
-  HostTensor x, h, q, k, v, attn, proj, gate, up, act, last;
-  int64_t rows = 0;
-};
+enum Slot : size_t { kX, kH, kQ, kK, kV, kAttn, kProj, kGate, kUp, kAct, kLast };
 
 class DenseModel final : public Model {
  public:
   DenseModel(ModelConfig config, std::unique_ptr<WeightLoader> weights, std::string fingerprint)
-      : Model(std::move(config), std::move(fingerprint)), weights_(std::move(weights)) {
+      : Model(std::move(config), std::move(fingerprint), weights->device()),
+        weights_(std::move(weights)),
+        // Dynamic NTK scaling changes the RoPE frequencies with the length: no fixed graph.
+        runner_(device_, config_.rope.type != "dynamic") {
     load();
   }
 
@@ -53,37 +53,34 @@ class DenseModel final : public Model {
     for (int64_t l = 0; l < config_.num_layers; ++l) {
       for (const char* kv : {"k", "v"}) {
         s.buffers.push_back({fmt::format("layers.{}.{}", l, kv),
-                             HostTensor(DType::kF32, {capacity, config_.num_kv_heads, config_.head_dim}), true});
+                             backend::Buffer(device_, DType::kF32, {capacity, config_.num_kv_heads, config_.head_dim}),
+                             true});
       }
     }
     return s;
   }
 
   void forward(std::span<const int32_t> tokens, ModelState& state, const Tensor& logits, bool all_logits) override {
-    const int64_t T = static_cast<int64_t>(tokens.size());
-    check(T > 0, ErrorKind::kInvalidInput, "forward needs at least one token");
-    const int64_t start = state.n_tokens;
-    check(start + T <= state.capacity, ErrorKind::kInvalidInput,
-          "context overflow: {} tokens do not fit the state's capacity of {}", start + T, state.capacity);
-    const int64_t V = config_.vocab_size;
-    check(logits.numel() == (all_logits ? T * V : V), ErrorKind::kInternal, "forward: logits shape {}",
-          logits.shape.str());
-    ensure_scratch(T);
-    const int64_t D = config_.head_dim;
+    if (config_.rope.type == "dynamic")
+      rope_ = make_rope_params(config_, state.n_tokens + static_cast<int64_t>(tokens.size()));
+    runner_.run(tokens, state, config_.vocab_size, logits, all_logits,
+                [&](const Step& step) { body(step, state, all_logits); });
+  }
+
+ private:
+  void body(const Step& step, ModelState& state, bool all_logits) {
+    const int64_t T = step.tokens, D = config_.head_dim, H = config_.hidden_size, I = config_.intermediate_size;
     const int64_t Hq = config_.num_heads, Hkv = config_.num_kv_heads;
-    positions_.resize(T);
-    for (int64_t t = 0; t < T; ++t) positions_[t] = static_cast<int32_t>(start + t);
-    if (config_.rope.type == "dynamic") rope_ = make_rope_params(config_, start + T);
     const float eps = static_cast<float>(config_.rms_norm_eps);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-
-    Tensor x = rows(s_.x, T), h = rows(s_.h, T);
-    Tensor q2 = rows(s_.q, T), k2 = rows(s_.k, T), v2 = rows(s_.v, T);  // [T, heads * D] for matmul
+    Scratch& s = runner_.scratch();
+    Tensor x = s.get(kX, {T, H}), h = s.get(kH, {T, H});
+    Tensor q2 = s.get(kQ, {T, Hq * D}), k2 = s.get(kK, {T, Hkv * D}), v2 = s.get(kV, {T, Hkv * D});  // for matmul
     Tensor q = q2.reshaped({T, Hq, D}), k = k2.reshaped({T, Hkv, D}), v = v2.reshaped({T, Hkv, D});
-    Tensor attn = rows(s_.attn, T), proj = rows(s_.proj, T);
-    Tensor gate = rows(s_.gate, T), up = rows(s_.up, T), act = rows(s_.act, T);
+    Tensor attn = s.get(kAttn, {T, Hq * D}), proj = s.get(kProj, {T, H});
+    Tensor gate = s.get(kGate, {T, I}), up = s.get(kUp, {T, I}), act = s.get(kAct, {T, I});
 
-    ops::embedding(embed_, tokens, x);
+    ops::embedding(embed_, step.ids, x);
     for (int64_t l = 0; l < config_.num_layers; ++l) {
       const Layer& L = layers_[l];
       ops::rms_norm(x, L.input_norm, eps, false, h);
@@ -95,13 +92,14 @@ class DenseModel final : public Model {
       if (L.v_bias) ops::add_bias(v2, *L.v_bias);
       if (L.q_norm) ops::rms_norm(q, *L.q_norm, eps, false, q);
       if (L.k_norm) ops::rms_norm(k, *L.k_norm, eps, false, k);
-      ops::rope(q, positions_, rope_);
-      ops::rope(k, positions_, rope_);
+      ops::rope(q, step.positions, rope_);
+      ops::rope(k, step.positions, rope_);
       const Tensor& k_cache = state.buffers[2 * l].tensor.view();
       const Tensor& v_cache = state.buffers[2 * l + 1].tensor.view();
-      ops::copy_rows(k, k_cache, start);
-      ops::copy_rows(v, v_cache, start);
-      ops::attention(q, k_cache, v_cache, start, scale, config_.sliding_window, attn.reshaped({T, Hq, D}));
+      ops::store_rows(k, step.positions, k_cache);
+      ops::store_rows(v, step.positions, v_cache);
+      ops::attention(q, k_cache, v_cache, step.positions, step.kv_bound, scale, config_.sliding_window,
+                     attn.reshaped({T, Hq, D}));
       ops::matmul(attn, L.o, proj);
       ops::add(x, proj);
       ops::rms_norm(x, L.post_norm, eps, false, h);
@@ -111,36 +109,14 @@ class DenseModel final : public Model {
       ops::matmul(act, L.down, proj);
       ops::add(x, proj);
     }
-    state.n_tokens = start + T;
     if (all_logits) {
       ops::rms_norm(x, final_norm_, eps, false, h);
-      ops::matmul(h, lm_head_, logits.reshaped({T, V}));
+      ops::matmul(h, lm_head_, step.logits);
     } else {
-      Tensor last = rows(s_.last, 1);
+      Tensor last = s.get(kLast, {1, H});
       ops::rms_norm(x.rows(T - 1, T), final_norm_, eps, false, last);
-      ops::matmul(last, lm_head_, logits.reshaped({1, V}));
+      ops::matmul(last, lm_head_, step.logits);
     }
-  }
-
- private:
-  static Tensor rows(const HostTensor& t, int64_t n) { return t.view().rows(0, n); }
-
-  void ensure_scratch(int64_t T) {
-    if (T <= s_.rows) return;
-    const int64_t H = config_.hidden_size, D = config_.head_dim;
-    const int64_t I = config_.intermediate_size;
-    s_.x = HostTensor(DType::kF32, {T, H});
-    s_.h = HostTensor(DType::kF32, {T, H});
-    s_.q = HostTensor(DType::kF32, {T, config_.num_heads * D});
-    s_.k = HostTensor(DType::kF32, {T, config_.num_kv_heads * D});
-    s_.v = HostTensor(DType::kF32, {T, config_.num_kv_heads * D});
-    s_.attn = HostTensor(DType::kF32, {T, config_.num_heads * D});
-    s_.proj = HostTensor(DType::kF32, {T, H});
-    s_.gate = HostTensor(DType::kF32, {T, I});
-    s_.up = HostTensor(DType::kF32, {T, I});
-    s_.act = HostTensor(DType::kF32, {T, I});
-    s_.last = HostTensor(DType::kF32, {1, H});
-    s_.rows = T;
   }
 
   void load() {
@@ -201,8 +177,7 @@ class DenseModel final : public Model {
   Tensor final_norm_;
   std::vector<Layer> layers_;
   backend::RopeParams rope_;
-  std::vector<int32_t> positions_;
-  Scratch s_;
+  StepRunner runner_;
 };
 
 }  // namespace

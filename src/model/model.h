@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/memory.h"
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -20,7 +21,7 @@ namespace strata::model {
 // can be truncated; recurrent buffers (GDN conv window and SSM matrix) can only be restored.
 struct StateBuffer {
   std::string name;  // e.g. "layers.3.k"
-  HostTensor tensor;
+  backend::Buffer tensor;  // on the model's device
   bool token_indexed = false;
 };
 
@@ -50,21 +51,25 @@ class Model {
   // Stable identity of the weights and config (hash of config, tensor names/shapes/dtypes and a
   // sample of the contents); the state cache keys on it.
   const std::string& fingerprint() const { return fingerprint_; }
+  // Where the weights live and forward() computes; states are made there too.
+  Device device() const { return device_; }
   virtual ModelInfo info() const = 0;
 
   virtual ModelState new_state(int64_t capacity) const = 0;
   // Processes `tokens` at positions [state.n_tokens, state.n_tokens + T) and advances the state.
-  // logits: [vocab] for the last token, or [T, vocab] when all_logits.
+  // logits: [vocab] for the last token, or [T, vocab] when all_logits, on any device (the model
+  // copies its result there).
   virtual void forward(std::span<const int32_t> tokens, ModelState& state, const Tensor& logits,
                        bool all_logits) = 0;
 
  protected:
   Model() = default;
-  Model(ModelConfig config, std::string fingerprint)
-      : config_(std::move(config)), fingerprint_(std::move(fingerprint)) {}
+  Model(ModelConfig config, std::string fingerprint, Device device = Device::kCpu)
+      : config_(std::move(config)), fingerprint_(std::move(fingerprint)), device_(device) {}
 
   ModelConfig config_;
   std::string fingerprint_;
+  Device device_ = Device::kCpu;
 };
 
 // path: a checkpoint directory (config.json + safetensors), or a .gguf file.

@@ -13,6 +13,7 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "model/rope_scaling.h"
+#include "model/step.h"
 
 namespace strata::model {
 
@@ -25,6 +26,14 @@ using backend::Weight;
 // speculative verify pass matches plain decoding); longer spans use the chunked form.
 constexpr int64_t kRecurrentMaxTokens = 8;
 constexpr float kL2NormEps = 1e-6f;
+
+// A host tensor over `data` shaped like t (for reading small device results).
+Tensor host_view(void* data, const Tensor& t) {
+  Tensor h = t;
+  h.data = data;
+  h.device = Device::kCpu;
+  return h;
+}
 
 struct AttentionMixer {
   Weight q, k, v, o;  // q: [Hq · 2D, H], query and gate interleaved per head
@@ -69,20 +78,6 @@ struct Layout {
   bool one_plus_norm = true;  // raw HF: norms are (1 + w); MLX stores w + 1 already
 };
 
-// Scratch buffers, grown on demand and reused, so decode allocates nothing after the first step.
-class Scratch {
- public:
-  Tensor get(size_t slot, Shape shape) {
-    if (slot >= bufs_.size()) bufs_.resize(slot + 1);
-    HostTensor& b = bufs_[slot];
-    if (b.numel() < shape.numel()) b = HostTensor(DType::kF32, {shape.numel()});
-    return b.view().rows(0, shape.numel()).reshaped(shape);
-  }
-
- private:
-  std::vector<HostTensor> bufs_;
-};
-
 enum Slot : size_t {
   kX, kH, kProj, kLast,
   kAttnP, kAttnQ, kAttnGate, kAttnK, kAttnV, kAttnOut,
@@ -94,7 +89,11 @@ enum Slot : size_t {
 class Qwen35Model final : public Model {
  public:
   Qwen35Model(ModelConfig config, std::unique_ptr<WeightLoader> weights, std::string fingerprint)
-      : Model(std::move(config), std::move(fingerprint)), weights_(std::move(weights)) {
+      : Model(std::move(config), std::move(fingerprint), weights->device()),
+        weights_(std::move(weights)),
+        // MoE routing is read on the host between ops: those steps cannot be captured.
+        runner_(device_, config_.moe.num_experts == 0),
+        s_(runner_.scratch()) {
     load();
   }
 
@@ -116,28 +115,24 @@ class Qwen35Model final : public Model {
     return i;
   }
 
-  ModelState new_state(int64_t capacity) const override { return make_hybrid_state(config_, capacity); }
+  ModelState new_state(int64_t capacity) const override { return make_hybrid_state(config_, capacity, device_); }
 
   void forward(std::span<const int32_t> tokens, ModelState& state, const Tensor& logits, bool all_logits) override {
-    const int64_t T = static_cast<int64_t>(tokens.size());
-    check(T > 0, ErrorKind::kInvalidInput, "forward needs at least one token");
-    const int64_t start = state.n_tokens;
-    check(start + T <= state.capacity, ErrorKind::kInvalidInput,
-          "context overflow: {} tokens do not fit the state's capacity of {}", start + T, state.capacity);
     check(state.buffers.size() == state_buffers_, ErrorKind::kInvalidInput,
           "the state has {} buffers; this model needs {}", state.buffers.size(), state_buffers_);
-    const int64_t V = config_.vocab_size, H = config_.hidden_size;
-    check(logits.numel() == (all_logits ? T * V : V), ErrorKind::kInternal, "forward: logits shape {}",
-          logits.shape.str());
-    positions_.resize(T);
-    for (int64_t t = 0; t < T; ++t) positions_[t] = static_cast<int32_t>(start + t);
+    runner_.run(tokens, state, config_.vocab_size, logits, all_logits,
+                [&](const Step& step) { body(step, state, all_logits); });
+  }
 
+ private:
+  void body(const Step& step, ModelState& state, bool all_logits) {
+    const int64_t T = step.tokens, H = config_.hidden_size;
     Tensor x = s_.get(kX, {T, H}), h = s_.get(kH, {T, H}), proj = s_.get(kProj, {T, H});
-    ops::embedding(embed_, tokens, x);
+    ops::embedding(embed_, step.ids, x);
     for (const Layer& L : layers_) {
       ops::rms_norm(x, L.input_norm, eps_, layout_.one_plus_norm, h);
       if (L.kind == LayerKind::kFullAttention) {
-        attention(L, h, state, start, proj);
+        attention(L, h, state, step, proj);
       } else {
         linear_attention(L, h, state, proj);
       }
@@ -146,21 +141,19 @@ class Qwen35Model final : public Model {
       ffn(L.ffn, h, proj);
       ops::add(x, proj);
     }
-    state.n_tokens = start + T;
     if (all_logits) {
       ops::rms_norm(x, final_norm_, eps_, layout_.one_plus_norm, h);
-      ops::matmul(h, lm_head_, logits.reshaped({T, V}));
+      ops::matmul(h, lm_head_, step.logits);
     } else {
       Tensor last = s_.get(kLast, {1, H});
       ops::rms_norm(x.rows(T - 1, T), final_norm_, eps_, layout_.one_plus_norm, last);
-      ops::matmul(last, lm_head_, logits.reshaped({1, V}));
+      ops::matmul(last, lm_head_, step.logits);
     }
   }
 
- private:
   // Gated attention (§1.4): q and its output gate interleaved per head in q_proj, q/k norm, partial
   // NeoX RoPE, causal GQA, o ⊙ sigmoid(gate).
-  void attention(const Layer& L, const Tensor& h, ModelState& state, int64_t start, const Tensor& out) {
+  void attention(const Layer& L, const Tensor& h, ModelState& state, const Step& step, const Tensor& out) {
     const int64_t T = h.dim(0), Hq = config_.num_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
     const AttentionMixer& A = L.attn;
     Tensor p = s_.get(kAttnP, {T, Hq * 2 * D});
@@ -174,13 +167,14 @@ class Qwen35Model final : public Model {
     ops::matmul(h, A.v, v);
     ops::rms_norm(q, A.q_norm, eps_, layout_.one_plus_norm, q);
     ops::rms_norm(k.reshaped({T * Hkv, D}), A.k_norm, eps_, layout_.one_plus_norm, k.reshaped({T * Hkv, D}));
-    ops::rope(q.reshaped({T, Hq, D}), positions_, rope_);
-    ops::rope(k.reshaped({T, Hkv, D}), positions_, rope_);
+    ops::rope(q.reshaped({T, Hq, D}), step.positions, rope_);
+    ops::rope(k.reshaped({T, Hkv, D}), step.positions, rope_);
     const Tensor& k_cache = state.buffers[L.state].tensor.view();
     const Tensor& v_cache = state.buffers[L.state + 1].tensor.view();
-    ops::copy_rows(k.reshaped({T, Hkv, D}), k_cache, start);
-    ops::copy_rows(v.reshaped({T, Hkv, D}), v_cache, start);
-    ops::attention(q.reshaped({T, Hq, D}), k_cache, v_cache, start, 1.0f / std::sqrt(static_cast<float>(D)), 0,
+    ops::store_rows(k.reshaped({T, Hkv, D}), step.positions, k_cache);
+    ops::store_rows(v.reshaped({T, Hkv, D}), step.positions, v_cache);
+    ops::attention(q.reshaped({T, Hq, D}), k_cache, v_cache, step.positions, step.kv_bound,
+                   1.0f / std::sqrt(static_cast<float>(D)), 0,
                    o.reshaped({T, Hq, D}));
     ops::sigmoid_mul(o, gate.reshaped({T, Hq * D}), o);
     ops::matmul(o, A.o, out);
@@ -231,8 +225,13 @@ class Qwen35Model final : public Model {
     ops::matmul(h, F.router, logits);
     ops::topk_softmax(logits, K, config_.moe.norm_topk, ids, weights);
     ops::zero(out);
-    const int32_t* pid = ids.as<const int32_t>();
-    const float* pw = weights.as<const float>();
+    // The routing decides which experts run at all: it is read on the host.
+    routed_ids_.resize(static_cast<size_t>(T * K));
+    routed_weights_.resize(static_cast<size_t>(T * K));
+    backend::copy(ids, host_view(routed_ids_.data(), ids));
+    backend::copy(weights, host_view(routed_weights_.data(), weights));
+    const int32_t* pid = routed_ids_.data();
+    const float* pw = routed_weights_.data();
     for (int64_t e = 0; e < E; ++e) {
       expert_rows_.clear();
       expert_scales_.clear();
@@ -379,8 +378,8 @@ class Qwen35Model final : public Model {
     LinearMixer M;
     if (w.has(p + "in_proj_qkvz.weight")) {
       // Qwen3-Next groups rows by key head: [q_g, k_g, v_g (r·dv), z_g (r·dv)] and [b_g (r), a_g (r)].
-      const Weight qkvz = w.matrix(p + "in_proj_qkvz");
-      const Weight ba = w.matrix(p + "in_proj_ba");
+      const Weight qkvz = w.matrix(p + "in_proj_qkvz", true, WeightLoader::Placement::kHost);
+      const Weight ba = w.matrix(p + "in_proj_ba", true, WeightLoader::Placement::kHost);
       expect(qkvz, 2 * Ck + 2 * Cv, H, p + "in_proj_qkvz");
       expect(ba, 2 * c.value_heads, H, p + "in_proj_ba");
       const int64_t r = c.value_heads / c.key_heads, rv = r * c.value_dim, block = 2 * c.key_dim + 2 * rv;
@@ -510,15 +509,17 @@ class Qwen35Model final : public Model {
   std::optional<Mtp> mtp_;
   size_t state_buffers_ = 0;
   backend::RopeParams rope_;
-  std::vector<int32_t> positions_;
   std::vector<int32_t> expert_rows_;
   std::vector<float> expert_scales_;
-  Scratch s_;
+  std::vector<int32_t> routed_ids_;
+  std::vector<float> routed_weights_;
+  StepRunner runner_;
+  Scratch& s_;
 };
 
 }  // namespace
 
-ModelState make_hybrid_state(const ModelConfig& c, int64_t capacity) {
+ModelState make_hybrid_state(const ModelConfig& c, int64_t capacity, Device device) {
   check(capacity > 0, ErrorKind::kInvalidInput, "state capacity must be positive");
   const LinearAttentionConfig& la = c.linear;
   ModelState s;
@@ -527,12 +528,13 @@ ModelState make_hybrid_state(const ModelConfig& c, int64_t capacity) {
     if (c.layer_kinds[l] == LayerKind::kFullAttention) {
       for (const char* kv : {"k", "v"})
         s.buffers.push_back({fmt::format("layers.{}.{}", l, kv),
-                             HostTensor(DType::kF32, {capacity, c.num_kv_heads, c.head_dim}), true});
+                             backend::Buffer(device, DType::kF32, {capacity, c.num_kv_heads, c.head_dim}), true});
     } else {
       s.buffers.push_back(
-          {fmt::format("layers.{}.conv", l), HostTensor(DType::kF32, {la.conv_kernel - 1, la.conv_dim()}), false});
+          {fmt::format("layers.{}.conv", l), backend::Buffer(device, DType::kF32, {la.conv_kernel - 1, la.conv_dim()}),
+           false});
       s.buffers.push_back({fmt::format("layers.{}.ssm", l),
-                           HostTensor(DType::kF32, {la.value_heads, la.value_dim, la.key_dim}), false});
+                           backend::Buffer(device, DType::kF32, {la.value_heads, la.value_dim, la.key_dim}), false});
     }
   }
   return s;

@@ -47,15 +47,30 @@ Tensor WeightLoader::own_f32(const Tensor& t) {
   return own(to_f32(t));
 }
 
-backend::Weight WeightLoader::matrix(const std::string& prefix, bool allow_quantize) {
-  return load_weight(prefix + ".weight", prefix, allow_quantize, 2);
+Tensor WeightLoader::place(const Tensor& t) {
+  if (t.device == options_.device || t.empty()) return t;
+  placed_.emplace_back(options_.device, t.dtype, t.shape);
+  backend::copy(t, placed_.back().view());
+  return placed_.back().view();
+}
+
+backend::Weight WeightLoader::place(backend::Weight w) {
+  w.w = place(w.w);
+  w.scales = place(w.scales);
+  w.biases = place(w.biases);
+  return w;
+}
+
+backend::Weight WeightLoader::matrix(const std::string& prefix, bool allow_quantize, Placement placement) {
+  backend::Weight w = load_weight(prefix + ".weight", prefix, allow_quantize, 2);
+  return placement == Placement::kDevice ? place(w) : w;
 }
 
 std::vector<backend::Weight> WeightLoader::stacked(const std::string& weight_name, const std::string& prefix,
                                                    bool allow_quantize) {
   check(!gguf_, ErrorKind::kUnsupported, "stacked expert tensors are not supported in GGUF files");
   const int64_t experts = store_->get(weight_name).dim(0);
-  backend::Weight all = load_weight(weight_name, prefix, allow_quantize, 3);
+  backend::Weight all = place(load_weight(weight_name, prefix, allow_quantize, 3));
   const int64_t n = all.rows() / experts;
   std::vector<backend::Weight> out;
   for (int64_t e = 0; e < experts; ++e) {
@@ -71,6 +86,7 @@ std::vector<backend::Weight> WeightLoader::stacked(const std::string& weight_nam
 }
 
 backend::Weight WeightLoader::select_rows(const backend::Weight& w, std::span<const int64_t> rows) {
+  check(w.w.device == Device::kCpu, ErrorKind::kInternal, "select_rows: the source matrix must be on the host");
   auto pick = [&](const Tensor& t) {
     const int64_t n = static_cast<int64_t>(rows.size());
     HostTensor out(t.dtype, {n, t.dim(1)});
@@ -88,7 +104,7 @@ backend::Weight WeightLoader::select_rows(const backend::Weight& w, std::span<co
     out.scales = pick(w.scales);
     out.biases = pick(w.biases);
   }
-  return out;
+  return place(out);
 }
 
 backend::Weight WeightLoader::load_weight(const std::string& weight_name, const std::string& prefix,
@@ -149,7 +165,7 @@ Tensor WeightLoader::vector(const std::string& name) {
   Tensor v = own_f32(t);
   parameter_count_ += v.numel();
   weight_bytes_ += v.nbytes();
-  return v;
+  return place(v);
 }
 
 std::optional<Tensor> WeightLoader::optional_vector(const std::string& name) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/memory.h"
 #include "backend/weight.h"
 #include "core/tensor.h"
 #include "formats/gguf.h"
@@ -20,6 +21,7 @@ namespace strata::model {
 struct LoadOptions {
   std::optional<formats::QuantParams> quantize;  // quantize float matrices on load
   std::string config_override;                   // tests: load with this config.json text instead
+  Device device = Device::kCpu;                  // where the weights are placed
 };
 
 class WeightLoader {
@@ -32,15 +34,19 @@ class WeightLoader {
   bool is_gguf() const { return gguf_ != nullptr; }
   bool has(const std::string& name) const;
   // A matrix "prefix" ("model.layers.0.self_attn.q_proj"): reads prefix.weight (+ .scales/.biases
-  // when MLX-quantized). Float matrices are quantized when LoadOptions asks and cols allow.
-  backend::Weight matrix(const std::string& prefix, bool allow_quantize = true);
+  // when MLX-quantized). Float matrices are quantized when LoadOptions asks and cols allow. Placed on
+  // the device of LoadOptions, or kept on the host when it is only an input to select_rows().
+  enum class Placement { kDevice, kHost };
+  backend::Weight matrix(const std::string& prefix, bool allow_quantize = true,
+                         Placement placement = Placement::kDevice);
   // A stack of E matrices in one tensor ([E, N, K]): `weight_name` (HF fused experts, e.g.
   // "...experts.gate_up_proj") or prefix.weight/.scales/.biases (MLX switch_mlp). One view each.
   std::vector<backend::Weight> stacked(const std::string& weight_name, const std::string& prefix,
                                        bool allow_quantize = true);
-  // A copy of w holding the given rows, in that order (reorders fused projections).
+  // A copy of w (a host matrix) holding the given rows, in that order (reorders fused projections),
+  // placed on the device.
   backend::Weight select_rows(const backend::Weight& w, std::span<const int64_t> rows);
-  // A float tensor by full name, converted to F32.
+  // A float tensor by full name, converted to F32, on the device.
   Tensor vector(const std::string& name);
   std::optional<Tensor> optional_vector(const std::string& name);
 
@@ -49,6 +55,7 @@ class WeightLoader {
   std::string quantization() const;  // "bf16", "mlx q4 g64", "q8 g64 (on load)", ...
   const formats::WeightStore* store() const { return store_ ? &*store_ : nullptr; }
   const formats::GgufFile* gguf() const { return gguf_.get(); }
+  Device device() const { return options_.device; }
 
  private:
   const Tensor& raw(const std::string& name);
@@ -57,12 +64,16 @@ class WeightLoader {
                               int rank);
   Tensor own_f32(const Tensor& t);
   Tensor own(HostTensor t);
+  // The tensor on the model's device (uploaded and owned when that is not the host).
+  Tensor place(const Tensor& t);
+  backend::Weight place(backend::Weight w);
 
   std::optional<formats::WeightStore> store_;
   std::shared_ptr<formats::GgufFile> gguf_;
   formats::QuantConfig quant_config_;
   LoadOptions options_;
   std::vector<HostTensor> owned_;
+  std::vector<backend::Buffer> placed_;
   std::vector<Tensor> gguf_views_;
   int64_t parameter_count_ = 0;
   size_t weight_bytes_ = 0;

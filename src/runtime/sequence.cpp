@@ -14,11 +14,13 @@ constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'S', 'T'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kChecksumBytes = 32;
 
-size_t stored_bytes(const model::StateBuffer& b, int64_t n_tokens) {
+// The part of a buffer a state of n_tokens uses: token-indexed buffers, their first n_tokens rows.
+Tensor stored_part(const model::StateBuffer& b, int64_t n_tokens) {
   const Tensor& t = b.tensor.view();
-  if (!b.token_indexed) return t.nbytes();
-  return t.nbytes() / static_cast<size_t>(t.dim(0)) * static_cast<size_t>(n_tokens);
+  return b.token_indexed ? t.rows(0, n_tokens) : t;
 }
+
+size_t stored_bytes(const model::StateBuffer& b, int64_t n_tokens) { return stored_part(b, n_tokens).nbytes(); }
 
 class Writer {
  public:
@@ -30,6 +32,15 @@ class Writer {
   void put_bytes(const void* data, size_t n) {
     const auto* p = static_cast<const uint8_t*>(data);
     out_.insert(out_.end(), p, p + n);
+  }
+  // The bytes of t, wherever it lives.
+  void put_tensor(const Tensor& t) {
+    const size_t at = out_.size();
+    out_.resize(at + t.nbytes());
+    Tensor host = t;
+    host.data = out_.data() + at;
+    host.device = Device::kCpu;
+    backend::copy(t, host);
   }
   void put_string(const std::string& s) {
     put(static_cast<uint32_t>(s.size()));
@@ -132,7 +143,7 @@ std::vector<uint8_t> Sequence::serialize() const {
     for (int i = 0; i < t.rank(); ++i) w.put(t.dim(i));
     const size_t n = stored_bytes(b, n_tokens());
     w.put(static_cast<uint64_t>(n));
-    w.put_bytes(t.data, n);
+    w.put_tensor(stored_part(b, n_tokens()));
   }
   Hasher h;
   h.update(w.bytes().data(), w.bytes().size());
@@ -190,7 +201,7 @@ void Sequence::deserialize(std::span<const uint8_t> bytes) {
   }
   check(r.done(), ErrorKind::kInvalidInput, "state has trailing bytes");
   for (uint32_t i = 0; i < sections; ++i)
-    std::memcpy(state_.buffers[i].tensor.view().data, data[i], stored_bytes(state_.buffers[i], n));
+    backend::copy_from_host(data[i], stored_part(state_.buffers[i], n));
   rewind_to(0);
   state_.n_tokens = n;
   tokens_.resize(static_cast<size_t>(n));
@@ -199,7 +210,7 @@ void Sequence::deserialize(std::span<const uint8_t> bytes) {
 
 Snapshot::Snapshot(const Sequence& seq) : fingerprint_(seq.fingerprint()) {
   for (const auto& b : seq.state().buffers)
-    if (!b.token_indexed) recurrent_.emplace_back(b.tensor.dtype(), b.tensor.shape());
+    if (!b.token_indexed) recurrent_.emplace_back(b.tensor.device(), b.tensor.dtype(), b.tensor.shape());
 }
 
 void Snapshot::take(const Sequence& seq) {
@@ -209,7 +220,7 @@ void Snapshot::take(const Sequence& seq) {
     if (b.token_indexed) continue;
     check(i < recurrent_.size() && recurrent_[i].view().nbytes() == b.tensor.view().nbytes(), ErrorKind::kInternal,
           "snapshot does not fit this sequence");
-    std::memcpy(recurrent_[i++].as<void>(), b.tensor.view().data, b.tensor.view().nbytes());
+    backend::copy(b.tensor.view(), recurrent_[i++].view());
   }
   n_tokens_ = seq.n_tokens();
   rewinds_ = seq.rewinds_;
@@ -222,7 +233,7 @@ void Snapshot::restore(Sequence& seq) {
         "the sequence moved back since this snapshot was taken; its cached rows may be overwritten");
   size_t i = 0;
   for (auto& b : seq.state().buffers)
-    if (!b.token_indexed) std::memcpy(b.tensor.view().data, recurrent_[i++].as<void>(), b.tensor.view().nbytes());
+    if (!b.token_indexed) backend::copy(recurrent_[i++].view(), b.tensor.view());
   seq.rewind_to(n_tokens_);
   rewinds_ = seq.rewinds_;  // the sequence is at this point again: a later restore stays valid
 }

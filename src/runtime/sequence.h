@@ -87,7 +87,7 @@ class Snapshot {
 
  private:
   std::string fingerprint_;
-  std::vector<HostTensor> recurrent_;  // copies of the non-token-indexed buffers, in order
+  std::vector<backend::Buffer> recurrent_;  // copies of the non-token-indexed buffers, in order
   int64_t n_tokens_ = -1;
   uint64_t rewinds_ = 0;
 };

@@ -55,6 +55,12 @@ TEST_P(QuantizedMatmul, MatchesFloatMatmulOnDequantizedWeights) {
 INSTANTIATE_TEST_SUITE_P(AllWidths, QuantizedMatmul,
                          ::testing::Combine(::testing::Values(2, 3, 4, 5, 6, 8), ::testing::Values(32, 64, 128)));
 
+HostTensor int_tensor(std::initializer_list<int32_t> values) {
+  HostTensor t(DType::kI32, {static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), t.as<int32_t>());
+  return t;
+}
+
 TEST(FloatMatmul, MatchesReference) {
   const int64_t N = 40, K = 72;
   HostTensor w = random_matrix(N, K, 3);
@@ -74,14 +80,14 @@ TEST(QuantizedEmbedding, LooksUpDequantizedRows) {
   HostTensor deq = formats::dequantize_affine(q.weight, q.scales, q.biases, {4, 32}, DType::kF32);
   HostTensor s = to_f32(q.scales.view()), b = to_f32(q.biases.view());
   backend::Weight qw{q.weight.view(), s.view(), b.view(), 4, 32};
-  const int32_t ids[] = {7, 0, 7};
+  const HostTensor ids = int_tensor({7, 0, 7});
   HostTensor out(DType::kF32, {3, 64});
   backend::embedding(qw, ids, out);
   for (int j = 0; j < 64; ++j) {
     EXPECT_NEAR(out.as<float>()[j], deq.as<float>()[7 * 64 + j], 1e-5);
     EXPECT_NEAR(out.as<float>()[64 + j], deq.as<float>()[j], 1e-5);
   }
-  const int32_t bad[] = {10};
+  const HostTensor bad = int_tensor({10});
   HostTensor one(DType::kF32, {1, 64});
   EXPECT_THROW(backend::embedding(qw, bad, one), Error);
 }
@@ -111,8 +117,7 @@ TEST(Rope, NeoxAndInterleavedRotatePairsByPositionAngle) {
     p.neox = neox;
     HostTensor x(DType::kF32, {1, 1, 6});
     for (int i = 0; i < 6; ++i) x.as<float>()[i] = static_cast<float>(i + 1);
-    const int32_t pos[] = {3};
-    backend::rope(x, pos, p);
+    backend::rope(x, int_tensor({3}), p);
     const int a = 0, b = neox ? 2 : 1;  // the pair of frequency 0
     const float x0 = static_cast<float>(a + 1), x1 = static_cast<float>(b + 1);
     EXPECT_NEAR(x.as<float>()[a], x0 * std::cos(3.0f) - x1 * std::sin(3.0f), 1e-5);
@@ -129,15 +134,40 @@ TEST(Attention, SingleKeyReturnsItsValueAndCausalMaskHolds) {
   k.as<float>()[0] = 1; k.as<float>()[1] = 0; k.as<float>()[2] = 0; k.as<float>()[3] = 1;
   v.as<float>()[0] = 10; v.as<float>()[1] = 20; v.as<float>()[2] = 30; v.as<float>()[3] = 40;
   HostTensor out(DType::kF32, {2, 2, 2});
-  backend::attention(q, k, v, 0, 1.0f, 0, out);
+  const HostTensor positions = int_tensor({0, 1});
+  backend::attention(q, k, v, positions, 2, 1.0f, 0, out);
   EXPECT_FLOAT_EQ(out.as<float>()[0], 10.0f);
   EXPECT_FLOAT_EQ(out.as<float>()[1], 20.0f);
   // query 1 sees keys 0 and 1 with equal scores (0.5 each): the mean of the values
   EXPECT_FLOAT_EQ(out.as<float>()[4], 20.0f);
   EXPECT_FLOAT_EQ(out.as<float>()[5], 30.0f);
   // a window of 1 shows query 1 only its own key
-  backend::attention(q, k, v, 0, 1.0f, 1, out);
+  backend::attention(q, k, v, positions, 4, 1.0f, 1, out);
   EXPECT_FLOAT_EQ(out.as<float>()[4], 30.0f);
+  // queries at positions 1 and 3 (a bound of 4): each sees its own prefix only
+  HostTensor out2(DType::kF32, {2, 2, 2});
+  backend::attention(q, k, v, int_tensor({1, 3}), 4, 1.0f, 2, out2);
+  EXPECT_FLOAT_EQ(out2.as<float>()[0], 20.0f);  // keys 0, 1 with equal scores
+  EXPECT_FLOAT_EQ(out2.as<float>()[1], 30.0f);
+}
+
+TEST(StoreRows, WritesEachRowAtItsPosition) {
+  HostTensor src(DType::kF32, {2, 3}), dst(DType::kF32, {5, 3});
+  for (int i = 0; i < 6; ++i) src.as<float>()[i] = static_cast<float>(i + 1);
+  backend::store_rows(src, int_tensor({1, 4}), dst);
+  const float want[15] = {0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 4, 5, 6};
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(dst.as<float>()[i], want[i]) << i;
+  EXPECT_THROW(backend::store_rows(src, int_tensor({1, 5}), dst), Error);
+}
+
+TEST(Argmax, FindsTheFirstLargestValuePerRow) {
+  HostTensor x(DType::kF32, {2, 4});
+  const float v[8] = {1, 3, 3, 2, -5, -1, -7, -1};
+  std::copy(v, v + 8, x.as<float>());
+  HostTensor out(DType::kI32, {2});
+  backend::argmax(x, out);
+  EXPECT_EQ(out.as<int32_t>()[0], 1);
+  EXPECT_EQ(out.as<int32_t>()[1], 1);
 }
 
 }  // namespace

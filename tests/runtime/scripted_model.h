@@ -23,7 +23,7 @@ class ScriptedModel final : public OneHotModel {
   model::ModelState new_state(int64_t capacity) const override {
     model::ModelState s;
     s.capacity = capacity;
-    s.buffers.push_back({"tokens", HostTensor(DType::kI32, {capacity, 1}), true});
+    s.buffers.push_back({"tokens", backend::Buffer(Device::kCpu, DType::kI32, {capacity, 1}), true});
     return s;
   }
 

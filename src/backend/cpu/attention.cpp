@@ -35,7 +35,7 @@ void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams&
   }
 }
 
-void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start_pos,
+void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
                float scale, int64_t window, const Tensor& out) {
   const int64_t T = q.dim(0), Hq = q.dim(1), D = q.dim(2);
   const int64_t Hkv = k_cache.dim(1);
@@ -52,7 +52,7 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, in
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t h = 0; h < Hq; ++h) {
-        const int64_t pos = start_pos + t;
+        const int64_t pos = positions[t];
         const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
         const int64_t n = pos - first + 1;
         const int64_t kvh = h / group;

@@ -13,11 +13,12 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out);
 void add_bias(const Tensor& x, const Tensor& bias);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);
 void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params);
-void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, int64_t start_pos,
+void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
                float scale, int64_t window, const Tensor& out);
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Tensor& a, const Tensor& b);
-void copy_rows(const Tensor& src, const Tensor& dst, int64_t dst_row);
+void store_rows(const Tensor& src, std::span<const int32_t> positions, const Tensor& dst);
+void argmax(const Tensor& x, const Tensor& out);
 
 void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out);
 void split_columns(const Tensor& x, std::span<const Tensor> outs);

@@ -62,9 +62,22 @@ void add(const Tensor& a, const Tensor& b) {
   for (int64_t i = 0; i < n; ++i) pa[i] += pb[i];
 }
 
-void copy_rows(const Tensor& src, const Tensor& dst, int64_t dst_row) {
-  const size_t row_bytes = src.dim(0) == 0 ? 0 : src.nbytes() / static_cast<size_t>(src.dim(0));
-  std::memcpy(static_cast<char*>(dst.data) + row_bytes * static_cast<size_t>(dst_row), src.data, src.nbytes());
+void store_rows(const Tensor& src, std::span<const int32_t> positions, const Tensor& dst) {
+  const size_t row_bytes = src.nbytes() / static_cast<size_t>(src.dim(0));
+  for (size_t t = 0; t < positions.size(); ++t)
+    std::memcpy(static_cast<char*>(dst.data) + row_bytes * static_cast<size_t>(positions[t]),
+                static_cast<const char*>(src.data) + row_bytes * t, row_bytes);
+}
+
+void argmax(const Tensor& x, const Tensor& out) {
+  const int64_t V = x.dim(-1), rows = x.numel() / V;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x.as<const float>() + r * V;
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; ++i)
+      if (row[i] > row[best]) best = i;
+    out.as<int32_t>()[r] = static_cast<int32_t>(best);
+  }
 }
 
 void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) {

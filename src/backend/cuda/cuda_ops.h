@@ -1,17 +1,35 @@
-// CUDA implementations of backend ops (same signatures as backend/ops.h, namespace cuda) and the
-// device memory they run on. Host code sees only this header; kernels live in the .cu files.
+// CUDA implementations of backend ops (same signatures as backend/ops.h, gdn.h and moe.h, namespace
+// cuda) and the device memory they run on. Host code sees only this header; kernels live in the .cu
+// files. Every kernel and copy is issued on stream(), so a decode step can be captured as a CUDA
+// graph: ops never allocate (they use workspace(), grown on an eager call before any capture), never
+// synchronize, and read positions and token ids from device memory.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "backend/gdn.h"
+#include "backend/ops.h"
 #include "backend/weight.h"
 #include "core/tensor.h"
+
+// cudaStream_t without including the CUDA headers in host code.
+struct CUstream_st;
 
 namespace strata::backend::cuda {
 
 bool device_available();  // a CUDA device is present and usable
 std::string device_name();
+size_t device_memory_bytes();           // total global memory
+double device_peak_bandwidth_bytes();   // HBM peak from the memory clock and bus width (bytes/s)
+
+// The stream every op runs on (created on first use; non-blocking).
+CUstream_st* stream();
+void synchronize();  // waits for stream()
 
 // Device memory owned by RAII (cudaMalloc/cudaFree), plus copies to and from the host.
 class DeviceBuffer {
@@ -39,9 +57,77 @@ struct DeviceTensor {
 DeviceTensor upload(const Tensor& host);
 void download(const Tensor& device, const Tensor& host);
 
-void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);
+// Copies nbytes between any two of host and device memory, in stream order. Copies that end on
+// the host wait for the stream.
+void copy(const void* src, Device src_device, void* dst, Device dst_device, size_t nbytes);
+void fill_zero(void* dst, size_t nbytes);
 
-// out = x · wᵀ for F32 or MLX affine 4/8-bit w (groups of 32, 64 or 128), all on the device.
+// Scratch memory an op may use during one call: `slot` names the user (one per op family), and the
+// memory grows on demand. Growing frees the old block, so it must not happen while a graph that
+// uses the slot is alive or being captured: callers run each shape eagerly once before capture,
+// and workspace_generation() changes whenever any slot grows (graph caches compare it).
+enum class WorkspaceSlot { kMatmul, kMatmulB, kAttention, kDeltaRule, kMoe, kSample, kCount };
+void* workspace(WorkspaceSlot slot, size_t bytes);
+uint64_t workspace_generation();
+
+// ---- ops (contracts in backend/ops.h, gdn.h and moe.h; tensors already checked there) ----
+
+void embedding(const Weight& table, const Tensor& ids, const Tensor& out);
 void matmul(const Tensor& x, const Weight& w, const Tensor& out);
+void add_bias(const Tensor& x, const Tensor& bias);
+void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);
+void rope(const Tensor& x, const Tensor& positions, const RopeParams& params);
+void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+               int64_t kv_bound, float scale, int64_t window, const Tensor& out);
+void store_rows(const Tensor& src, const Tensor& positions, const Tensor& dst);
+void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
+void add(const Tensor& a, const Tensor& b);
+void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out);
+void split_columns(const Tensor& x, std::span<const Tensor> outs);
+void argmax(const Tensor& x, const Tensor& out);
+
+void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& window, const Tensor& out);
+void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
+               const Tensor& beta);
+void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out);
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                      const Tensor& state, const Tensor& out, DeltaRuleForm form);
+void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);
+
+void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights);
+void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out);
+void scatter_add_rows(const Tensor& src, const Tensor& rows, const Tensor& scale, const Tensor& dst);
+void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate);
+
+// ---- graphs and timing ----
+
+// Stream capture into a CUDA graph and its replay.
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph();
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void launch() const;
+  bool empty() const { return exec_ == nullptr; }
+
+ private:
+  friend void begin_capture();
+  friend Graph end_capture();
+  void* exec_ = nullptr;  // cudaGraphExec_t
+};
+void begin_capture();
+Graph end_capture();
+
+// Per-op timing with CUDA events (profiling only: while enabled, each op is bracketed by two events;
+// nested ops count toward the outer one; nothing is recorded during graph capture).
+void timer_enable(bool on);
+void timer_begin(const char* label);  // label must outlive the timer (string literal or interned)
+void timer_end();
+// Accumulated milliseconds per label since the last reset, in first-seen order; synchronizes.
+std::vector<std::pair<std::string, double>> timer_results();
+void timer_reset();
 
 }  // namespace strata::backend::cuda

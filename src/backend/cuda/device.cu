@@ -1,7 +1,11 @@
-// Device discovery, memory and copies for the CUDA backend. Every CUDA call is checked.
+// Device discovery, memory, copies, the op stream, workspaces, graph capture and op timers for the
+// CUDA backend. Every CUDA call is checked.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
@@ -13,11 +17,38 @@ bool device_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-std::string device_name() {
-  cudaDeviceProp prop{};
-  STRATA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  return prop.name;
+namespace {
+const cudaDeviceProp& properties() {
+  static const cudaDeviceProp prop = [] {
+    cudaDeviceProp p{};
+    STRATA_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+    return p;
+  }();
+  return prop;
 }
+}  // namespace
+
+std::string device_name() { return properties().name; }
+
+size_t device_memory_bytes() { return properties().totalGlobalMem; }
+
+double device_peak_bandwidth_bytes() {
+  int clock_khz = 0, bus_bits = 0;
+  STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0));
+  STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0));
+  return 2.0 * clock_khz * 1e3 * bus_bits / 8.0;  // double data rate
+}
+
+CUstream_st* stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t created = nullptr;
+    STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+    return created;
+  }();
+  return s;
+}
+
+void synchronize() { STRATA_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : size_(bytes) {
   if (bytes > 0) STRATA_CUDA_CHECK(cudaMalloc(&data_, bytes));
@@ -43,16 +74,146 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
+void copy(const void* src, Device src_device, void* dst, Device dst_device, size_t nbytes) {
+  if (nbytes == 0) return;
+  const cudaMemcpyKind kind = src_device == Device::kCuda
+                                  ? (dst_device == Device::kCuda ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                                  : (dst_device == Device::kCuda ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream()));
+  if (dst_device == Device::kCpu) synchronize();
+}
+
+void fill_zero(void* dst, size_t nbytes) {
+  if (nbytes > 0) STRATA_CUDA_CHECK(cudaMemsetAsync(dst, 0, nbytes, stream()));
+}
+
 DeviceTensor upload(const Tensor& host) {
   DeviceTensor t{DeviceBuffer(host.nbytes()), host};
   t.view.data = t.buffer.data();
   t.view.device = Device::kCuda;
-  STRATA_CUDA_CHECK(cudaMemcpy(t.view.data, host.data, host.nbytes(), cudaMemcpyHostToDevice));
+  copy(host.data, Device::kCpu, t.view.data, Device::kCuda, host.nbytes());
   return t;
 }
 
 void download(const Tensor& device, const Tensor& host) {
-  STRATA_CUDA_CHECK(cudaMemcpy(host.data, device.data, device.nbytes(), cudaMemcpyDeviceToHost));
+  copy(device.data, Device::kCuda, host.data, Device::kCpu, device.nbytes());
+}
+
+namespace {
+std::array<DeviceBuffer, static_cast<size_t>(WorkspaceSlot::kCount)> g_workspaces;
+uint64_t g_workspace_generation = 0;
+}  // namespace
+
+void* workspace(WorkspaceSlot slot, size_t bytes) {
+  DeviceBuffer& b = g_workspaces[static_cast<size_t>(slot)];
+  if (b.size() < bytes) {
+    // The old block may still be read by queued kernels.
+    synchronize();
+    b = DeviceBuffer(bytes + bytes / 4);
+    ++g_workspace_generation;
+  }
+  return b.data();
+}
+
+uint64_t workspace_generation() { return g_workspace_generation; }
+
+// ---- graphs ----
+
+Graph::~Graph() {
+  if (exec_ != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+}
+
+Graph::Graph(Graph&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this != &other) {
+    if (exec_ != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+    exec_ = std::exchange(other.exec_, nullptr);
+  }
+  return *this;
+}
+
+void Graph::launch() const { STRATA_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), stream())); }
+
+void begin_capture() { STRATA_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal)); }
+
+Graph end_capture() {
+  cudaGraph_t graph = nullptr;
+  STRATA_CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  STRATA_CUDA_CHECK(status);
+  Graph g;
+  g.exec_ = exec;
+  return g;
+}
+
+// ---- op timers ----
+
+namespace {
+struct TimerState {
+  bool enabled = false;
+  std::vector<std::pair<const char*, std::pair<cudaEvent_t, cudaEvent_t>>> records;
+  std::vector<cudaEvent_t> pool;
+  size_t used = 0;
+  int depth = 0;
+  cudaEvent_t event() {
+    if (used == pool.size()) {
+      cudaEvent_t e = nullptr;
+      STRATA_CUDA_CHECK(cudaEventCreate(&e));
+      pool.push_back(e);
+    }
+    return pool[used++];
+  }
+};
+TimerState& timers() {
+  static TimerState t;
+  return t;
+}
+bool capturing() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(stream(), &status);
+  return status != cudaStreamCaptureStatusNone;
+}
+}  // namespace
+
+void timer_enable(bool on) { timers().enabled = on; }
+
+void timer_begin(const char* label) {
+  TimerState& t = timers();
+  if (!t.enabled || t.depth++ > 0 || capturing()) return;
+  cudaEvent_t start = t.event(), stop = t.event();
+  STRATA_CUDA_CHECK(cudaEventRecord(start, stream()));
+  t.records.push_back({label, {start, stop}});
+}
+
+void timer_end() {
+  TimerState& t = timers();
+  if (!t.enabled || --t.depth > 0 || capturing() || t.records.empty()) return;
+  STRATA_CUDA_CHECK(cudaEventRecord(t.records.back().second.second, stream()));
+}
+
+std::vector<std::pair<std::string, double>> timer_results() {
+  synchronize();
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [label, events] : timers().records) {
+    float ms = 0.0f;
+    STRATA_CUDA_CHECK(cudaEventElapsedTime(&ms, events.first, events.second));
+    auto it = out.begin();
+    while (it != out.end() && it->first != label) ++it;
+    if (it == out.end()) {
+      out.emplace_back(label, ms);
+    } else {
+      it->second += ms;
+    }
+  }
+  return out;
+}
+
+void timer_reset() {
+  timers().records.clear();
+  timers().used = 0;
 }
 
 }  // namespace strata::backend::cuda

@@ -132,7 +132,7 @@ template <int kBits, int kT, int kRowsPerWarp>
 void launch_affine_rows(const Weight& w, const float* x, int T, int64_t N, int64_t K, float* out) {
   const int64_t rows_per_block = int64_t{kWarpsPerBlock} * kRowsPerWarp;
   const unsigned blocks = static_cast<unsigned>((N + rows_per_block - 1) / rows_per_block);
-  gemv_affine_kernel<kBits, kT, kRowsPerWarp><<<blocks, 32 * kWarpsPerBlock>>>(x, T, static_cast<const uint4*>(w.w.data),
+  gemv_affine_kernel<kBits, kT, kRowsPerWarp><<<blocks, 32 * kWarpsPerBlock, 0, stream()>>>(x, T, static_cast<const uint4*>(w.w.data),
                                                                  w.scales.as<const float>(), w.biases.as<const float>(),
                                                                  N, K, w.group_size, out);
 }
@@ -169,7 +169,7 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
     const float* xt = xs + t0 * K;
     float* ot = o + t0 * N;
     if (!w.quantized()) {
-      gemv_float_kernel<<<blocks, 32 * kWarpsPerBlock>>>(xt, T, w.w.as<const float>(), N, K, ot);
+      gemv_float_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream()>>>(xt, T, w.w.as<const float>(), N, K, ot);
     } else {
       launch_affine(w, xt, T, N, K, ot);
     }

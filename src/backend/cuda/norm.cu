@@ -41,7 +41,7 @@ void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, cons
   const int64_t d = w.numel();
   const int64_t rows = x.numel() / d;
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads>>>(x.as<const float>(), w.as<const float>(), eps,
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x.as<const float>(), w.as<const float>(), eps,
                                                              one_plus_w, d, out.as<float>());
   STRATA_CUDA_CHECK(cudaGetLastError());
 }

@@ -1,0 +1,517 @@
+// Causal grouped-query attention over a KV cache on the GPU, in fp32 on CUDA cores: one tiled
+// online-softmax kernel serves decode, speculative verify and prefill, splitting the keys when too
+// few blocks would run, and a second kernel merges the splits. Lengths come from the positions on
+// the device, so one captured graph serves every step below its kv_bound.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+
+namespace strata::backend::cuda {
+
+namespace {
+
+// Layout. A block owns kRows query rows of one KV head: row i of the head stands for query
+// t = i / group and head g = i % group, so every key and value read from memory serves the whole
+// GQA group (and all the queries of a decode or verify step). Its warps own kRowsPerWarp rows
+// each and share the K/V tiles of kTileKeys keys that the block streams through shared memory. In a
+// tile, lane (rg, cg) = (lane / 8, lane % 8) scores kRowsPerWarp / 4 rows against keys cg + 8j
+// (j < 4), reading 16-byte vectors of q and k from shared memory (a row stride of D + 4 floats
+// spreads the 8 keys over all banks); then each lane accumulates every row of its warp for its
+// share of the D output columns. Each warp keeps its own running max and sum per row, so only the
+// K/V buffers need block barriers.
+constexpr int kTileKeys = 32;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -INFINITY;
+
+struct Params {
+  const float* q;          // [T, Hq, D]
+  const float* k;          // [capacity, Hkv, D]
+  const float* v;          // [capacity, Hkv, D]
+  const int32_t* positions;  // [T] on the device
+  float* out;              // [T, Hq, D]; written directly when splits == 1
+  float* part_o;           // [splits, T * Hq, D]: unnormalized outputs of each split
+  float2* part_ml;         // [splits, T * Hq]: (running max in log2 units, sum) of each split
+  int T, Hq, Hkv, group, capacity, window, splits;
+  float scale_log2;  // scale · log2(e): scores live in log2 units so exp2f does the softmax
+};
+
+__device__ inline int first_key(int pos, int window) { return window > 0 ? max(0, pos - window + 1) : 0; }
+
+// 16-byte asynchronous copy into shared memory; src_bytes 0 writes zeros without reading src.
+__device__ inline void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// kVec consecutive floats, loaded or stored as one access (D % 128 == 0: 16 bytes per lane).
+template <int kVec>
+struct Vec {
+  float x[kVec];
+};
+template <int kVec>
+__device__ inline Vec<kVec> load_vec(const float* p) {
+  Vec<kVec> r;
+  if constexpr (kVec == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    r.x[0] = v.x, r.x[1] = v.y, r.x[2] = v.z, r.x[3] = v.w;
+  } else if constexpr (kVec == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    r.x[0] = v.x, r.x[1] = v.y;
+  } else {
+    r.x[0] = *p;
+  }
+  return r;
+}
+template <int kVec>
+__device__ inline void store_vec(float* p, const float* x) {
+  if constexpr (kVec == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
+  } else if constexpr (kVec == 2) {
+    *reinterpret_cast<float2*>(p) = make_float2(x[0], x[1]);
+  } else {
+    *p = x[0];
+  }
+}
+
+// Lanes of one row group (8 consecutive lanes) reduce together.
+__device__ inline float group8_max(float v) {
+  for (int offset = 1; offset < 8; offset *= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+__device__ inline float group8_sum(float v) {
+  for (int offset = 1; offset < 8; offset *= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+template <int D>
+constexpr int vec_width() {
+  return D % 128 == 0 ? 4 : D % 64 == 0 ? 2 : 1;
+}
+
+template <int D, int kRowsPerWarp, int kWarps>
+constexpr size_t smem_bytes() {
+  return sizeof(float) * ((kRowsPerWarp * kWarps + 2 * kTileKeys) * (D + 4) + kWarps * kTileKeys * kRowsPerWarp);
+}
+
+// Copies rows [start, start + kTileKeys) of one KV head of a cache into a tile; rows outside
+// [lo, hi] become zeros (they may be unwritten memory, and a zero value row times p = 0 stays 0).
+template <int D, int kThreads>
+__device__ inline void load_tile(float* tile, const float* cache, const Params& p, int kvh, int start, int lo,
+                                 int hi) {
+  constexpr int kChunksPerRow = D / 4;
+  for (int c = threadIdx.x; c < kTileKeys * kChunksPerRow; c += kThreads) {
+    const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 4;
+    const int key = start + r;
+    const bool in = key >= lo && key <= hi;
+    const float* src = in ? cache + (static_cast<int64_t>(key) * p.Hkv + kvh) * D + col : cache;
+    cp_async16(tile + r * (D + 4) + col, src, in ? 16 : 0);
+  }
+}
+
+// Writes one row's result: normalized into out (one split), or the split's partial state.
+// o holds this lane's columns; l == 0 means the split saw no key of the row.
+template <int D>
+__device__ inline void store_row(const Params& p, int64_t row, int lane, const float* o, float m, float l) {
+  constexpr int kVec = vec_width<D>(), kCols = D / (32 * kVec);
+  if (p.splits == 1) {
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      float x[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) x[e] = o[c * kVec + e] * inv;
+      store_vec<kVec>(p.out + row * D + (c * 32 + lane) * kVec, x);
+    }
+  } else {
+    const int64_t split_row = static_cast<int64_t>(blockIdx.z) * p.T * p.Hq + row;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) store_vec<kVec>(p.part_o + split_row * D + (c * 32 + lane) * kVec, o + c * kVec);
+    if (lane == 0) p.part_ml[split_row] = make_float2(l > 0.0f ? m : kNegInf, l);
+  }
+}
+
+// Grid: (row tiles, Hkv, splits). Block: kWarps warps.
+template <int D, int kRowsPerWarp, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params p) {
+  static_assert(D % 32 == 0 && D <= 256, "head_dim: a multiple of 32 up to 256");
+  static_assert(kRowsPerWarp == 4 || kRowsPerWarp == 8, "4 row groups of 1 or 2 rows");
+  constexpr int kThreads = 32 * kWarps;
+  constexpr int kRows = kRowsPerWarp * kWarps;
+  constexpr int kRowsPerLane = kRowsPerWarp / 4;  // score phase
+  constexpr int kStride = D + 4;
+  constexpr int kVec = vec_width<D>(), kCols = D / (32 * kVec);  // output phase: columns per lane
+
+  extern __shared__ float4 smem4[];
+  float* const qs = reinterpret_cast<float*>(smem4);  // [kRows][kStride]
+  float* const ks = qs + kRows * kStride;              // [kTileKeys][kStride]
+  float* const vs = ks + kTileKeys * kStride;          // [kTileKeys][kStride]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* const ps = vs + kTileKeys * kStride + warp * kTileKeys * kRowsPerWarp;  // this warp's [key][row]
+
+  // Latest rows first: under a causal mask they have the most keys.
+  const int row0 = (gridDim.x - 1 - blockIdx.x) * kRows;
+  const int kvh = blockIdx.y;
+  const int rows_per_head = p.T * p.group;
+  const int last_row = min(row0 + kRows, rows_per_head) - 1;
+
+  // The keys some row of the block sees, then this split's even share of them (whole tiles).
+  const int blk_lo = first_key(__ldg(p.positions + row0 / p.group), p.window);
+  const int blk_hi = min(__ldg(p.positions + last_row / p.group), p.capacity - 1);
+  const int len = blk_hi - blk_lo + 1;
+  const int chunk = len > 0 ? (len + p.splits - 1) / p.splits : 0;
+  const int span = (chunk + kTileKeys - 1) / kTileKeys * kTileKeys;
+  const int lo = blk_lo + static_cast<int>(blockIdx.z) * span;
+  const int hi = min(lo + span - 1, blk_hi);
+
+  float o[kRowsPerWarp][kCols * kVec];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+    for (int c = 0; c < kCols * kVec; ++c) o[r][c] = 0.0f;
+
+  if (lo > hi) {  // nothing for this split (the true length is below kv_bound): an empty state
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const int i = row0 + warp * kRowsPerWarp + r;
+      if (i < rows_per_head) {
+        const int t = i / p.group, g = i % p.group;
+        store_row<D>(p, static_cast<int64_t>(t) * p.Hq + kvh * p.group + g, lane, o[r], kNegInf, 0.0f);
+      }
+    }
+    return;
+  }
+
+  // Score-phase rows of this lane and the keys each may see in this split.
+  const int rg = lane / 8, cg = lane % 8;
+  int row_lo[kRowsPerLane], row_hi[kRowsPerLane];
+  int warp_lo = INT_MAX, warp_hi = INT_MIN;
+#pragma unroll
+  for (int i = 0; i < kRowsPerLane; ++i) {
+    const int row = row0 + warp * kRowsPerWarp + rg * kRowsPerLane + i;
+    row_lo[i] = INT_MAX, row_hi[i] = INT_MIN;  // padding rows see nothing
+    if (row < rows_per_head) {
+      const int pos = __ldg(p.positions + row / p.group);
+      row_lo[i] = max(first_key(pos, p.window), lo);
+      row_hi[i] = min(pos, hi);
+    }
+    warp_lo = min(warp_lo, row_lo[i]);
+    warp_hi = max(warp_hi, row_hi[i]);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, offset));
+    warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, offset));
+  }
+
+  // Prologue: q rows and the first K tile in one copy group, the first V tile in the next.
+  for (int c = threadIdx.x; c < kRows * (D / 4); c += kThreads) {
+    const int r = c / (D / 4), col = (c % (D / 4)) * 4;
+    const int i = row0 + r;
+    const bool real = i < rows_per_head;
+    const float* src = real ? p.q + ((static_cast<int64_t>(i / p.group) * p.Hq + kvh * p.group + i % p.group) * D + col)
+                            : p.q;
+    cp_async16(qs + r * kStride + col, src, real ? 16 : 0);
+  }
+  load_tile<D, kThreads>(ks, p.k, p, kvh, lo, lo, hi);
+  cp_async_commit();
+  load_tile<D, kThreads>(vs, p.v, p, kvh, lo, lo, hi);
+  cp_async_commit();
+
+  float m[kRowsPerLane], l[kRowsPerLane];
+#pragma unroll
+  for (int i = 0; i < kRowsPerLane; ++i) m[i] = kNegInf, l[i] = 0.0f;
+
+  const int tiles = (hi - lo) / kTileKeys + 1;
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int start = lo + tile * kTileKeys;
+    // A warp skips tiles that are masked for all its rows (causal and window); the barriers stay.
+    const bool active = start <= warp_hi && start + kTileKeys - 1 >= warp_lo;
+    float alpha[kRowsPerLane];
+
+    cp_async_wait<1>();  // K of this tile (and q) landed; V may still be in flight
+    __syncthreads();
+    if (active) {
+      float acc[kRowsPerLane][4];
+#pragma unroll
+      for (int i = 0; i < kRowsPerLane; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+      const float* qrow = qs + (warp * kRowsPerWarp + rg * kRowsPerLane) * kStride;
+      const float* krow = ks + cg * kStride;
+#pragma unroll 4
+      for (int d = 0; d < D; d += 4) {
+        float4 qv[kRowsPerLane], kv[4];
+#pragma unroll
+        for (int i = 0; i < kRowsPerLane; ++i) qv[i] = *reinterpret_cast<const float4*>(qrow + i * kStride + d);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) kv[j] = *reinterpret_cast<const float4*>(krow + 8 * j * kStride + d);
+#pragma unroll
+        for (int i = 0; i < kRowsPerLane; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            acc[i][j] = fmaf(qv[i].x, kv[j].x, acc[i][j]);
+            acc[i][j] = fmaf(qv[i].y, kv[j].y, acc[i][j]);
+            acc[i][j] = fmaf(qv[i].z, kv[j].z, acc[i][j]);
+            acc[i][j] = fmaf(qv[i].w, kv[j].w, acc[i][j]);
+          }
+      }
+      // Online softmax: masked scores are -inf (selected, never computed with, so garbage keys
+      // cannot leak NaN); a row that has seen no key yet keeps m = -inf and l = 0.
+      float pr[kRowsPerLane][4];
+#pragma unroll
+      for (int i = 0; i < kRowsPerLane; ++i) {
+        float s[4], mx = kNegInf;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int key = start + cg + 8 * j;
+          s[j] = key >= row_lo[i] && key <= row_hi[i] ? acc[i][j] * p.scale_log2 : kNegInf;
+          mx = fmaxf(mx, s[j]);
+        }
+        const float m_new = fmaxf(m[i], group8_max(mx));
+        const float m_use = m_new == kNegInf ? 0.0f : m_new;
+        alpha[i] = exp2f(m[i] - m_use);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          pr[i][j] = exp2f(s[j] - m_use);
+          sum += pr[i][j];
+        }
+        l[i] = l[i] * alpha[i] + group8_sum(sum);
+        m[i] = m_new;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float* dst = ps + (cg + 8 * j) * kRowsPerWarp + rg * kRowsPerLane;
+        if constexpr (kRowsPerLane == 2) {
+          *reinterpret_cast<float2*>(dst) = make_float2(pr[0][j], pr[1][j]);
+        } else {
+          *dst = pr[0][j];
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this K tile
+    if (tile + 1 < tiles) load_tile<D, kThreads>(ks, p.k, p, kvh, start + kTileKeys, lo, hi);
+    cp_async_commit();
+    cp_async_wait<1>();  // V of this tile landed; the next K may still be in flight
+    __syncthreads();
+    if (active) {
+      // Rescale by each row's alpha (held by the lanes of the row's group), then add P·V.
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const float a = __shfl_sync(0xffffffffu, alpha[r % kRowsPerLane], (r / kRowsPerLane) * 8);
+#pragma unroll
+        for (int c = 0; c < kCols * kVec; ++c) o[r][c] *= a;
+      }
+#pragma unroll 4
+      for (int key = 0; key < kTileKeys; ++key) {
+        float pk[kRowsPerWarp];
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; r += 4) {
+          const float4 v4 = *reinterpret_cast<const float4*>(ps + key * kRowsPerWarp + r);
+          pk[r] = v4.x, pk[r + 1] = v4.y, pk[r + 2] = v4.z, pk[r + 3] = v4.w;
+        }
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          const Vec<kVec> vv = load_vec<kVec>(vs + key * kStride + (c * 32 + lane) * kVec);
+#pragma unroll
+          for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) o[r][c * kVec + e] = fmaf(pk[r], vv.x[e], o[r][c * kVec + e]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this V tile and its P
+    if (tile + 1 < tiles) load_tile<D, kThreads>(vs, p.v, p, kvh, start + kTileKeys, lo, hi);
+    cp_async_commit();
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const float mr = __shfl_sync(0xffffffffu, m[r % kRowsPerLane], (r / kRowsPerLane) * 8);
+    const float lr = __shfl_sync(0xffffffffu, l[r % kRowsPerLane], (r / kRowsPerLane) * 8);
+    const int i = row0 + warp * kRowsPerWarp + r;
+    if (i < rows_per_head) {
+      const int t = i / p.group, g = i % p.group;
+      store_row<D>(p, static_cast<int64_t>(t) * p.Hq + kvh * p.group + g, lane, o[r], mr, lr);
+    }
+  }
+}
+
+// Merges the splits of one output row with the log-sum-exp rule. The warps of a block take every
+// kMergeWarps-th split (many splits per row in decode: the loads must overlap), lanes the columns.
+constexpr int kMergeWarps = 8;
+
+template <int D>
+__global__ void __launch_bounds__(32 * kMergeWarps)
+    merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml, int splits, int rows,
+                 float* __restrict__ out) {
+  constexpr int kVec = vec_width<D>(), kCols = D / (32 * kVec);
+  __shared__ float partial[kMergeWarps][D];
+  const int row = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float m = kNegInf;
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) m = fmaxf(m, part_ml[static_cast<int64_t>(s) * rows + row].x);
+  __shared__ float red[kMergeWarps];
+  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = red[0];
+  for (int w = 1; w < kMergeWarps; ++w) m = fmaxf(m, red[w]);
+  const float m_use = m == kNegInf ? 0.0f : m;
+
+  float o[kCols * kVec] = {};
+  float l = 0.0f;
+  // Every split's partial output is finite (zeros where it saw no key), so a weight of 0 is safe.
+#pragma unroll 4
+  for (int s = warp; s < splits; s += kMergeWarps) {
+    const int64_t split_row = static_cast<int64_t>(s) * rows + row;
+    const float2 ml = part_ml[split_row];
+    const float w = ml.x == kNegInf ? 0.0f : exp2f(ml.x - m_use);
+    l += w * ml.y;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const Vec<kVec> x = load_vec<kVec>(part_o + split_row * D + (c * 32 + lane) * kVec);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) o[c * kVec + e] = fmaf(w, x.x[e], o[c * kVec + e]);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) store_vec<kVec>(&partial[warp][(c * 32 + lane) * kVec], o + c * kVec);
+  __syncthreads();  // red is read above by all threads before it is reused here
+  if (lane == 0) red[warp] = l;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < kMergeWarps; ++w) total += red[w];
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+  for (int c = threadIdx.x; c < D; c += blockDim.x) {
+    float sum = 0.0f;
+    for (int w = 0; w < kMergeWarps; ++w) sum += partial[w][c];
+    out[static_cast<int64_t>(row) * D + c] = sum * inv;
+  }
+}
+
+int sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    STRATA_CUDA_CHECK(cudaGetDevice(&device));
+    STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return count;
+}
+
+// Splits of the keys: enough blocks for every SM to hold as many as fit, but at least
+// kMinTilesPerSplit tiles of kv_bound each (fewer, longer splits cost less to merge).
+constexpr int64_t kMinTilesPerSplit = 2;
+constexpr int kMaxSplits = 1024;
+
+template <int D, int kRowsPerWarp, int kWarps>
+void run(Params p, int64_t kv_bound) {
+  constexpr int kRows = kRowsPerWarp * kWarps;
+  constexpr size_t kSmem = smem_bytes<D, kRowsPerWarp, kWarps>();
+  auto* const kernel = attention_kernel<D, kRowsPerWarp, kWarps>;
+  // Once per instantiation, on the eager call that precedes any capture.
+  static const int blocks_per_sm = [kernel] {
+    STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+    int n = 0;
+    STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kWarps, kSmem));
+    return n > 0 ? n : 1;
+  }();
+
+  const int64_t row_tiles = (static_cast<int64_t>(p.T) * p.group + kRows - 1) / kRows;
+  const int64_t blocks = row_tiles * p.Hkv;
+  const int64_t target = static_cast<int64_t>(blocks_per_sm) * sm_count();
+  int64_t splits = (target + blocks - 1) / blocks;
+  const int64_t max_splits = (kv_bound + kTileKeys * kMinTilesPerSplit - 1) / (kTileKeys * kMinTilesPerSplit);
+  if (splits > max_splits) splits = max_splits;
+  if (splits > kMaxSplits) splits = kMaxSplits;
+  if (splits < 1) splits = 1;
+  p.splits = static_cast<int>(splits);
+
+  const int64_t rows = static_cast<int64_t>(p.T) * p.Hq;
+  if (splits > 1) {
+    // (m, l) pairs first, then the outputs at a 256-byte boundary.
+    const size_t ml_bytes = (static_cast<size_t>(splits * rows) * sizeof(float2) + 255) / 256 * 256;
+    const size_t o_bytes = static_cast<size_t>(splits * rows * D) * sizeof(float);
+    char* ws = static_cast<char*>(workspace(WorkspaceSlot::kAttention, ml_bytes + o_bytes));
+    p.part_ml = reinterpret_cast<float2*>(ws);
+    p.part_o = reinterpret_cast<float*>(ws + ml_bytes);
+  }
+  const cudaStream_t s = stream();
+  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(splits));
+  kernel<<<grid, 32 * kWarps, kSmem, s>>>(p);
+  STRATA_CUDA_CHECK(cudaGetLastError());
+  if (splits > 1) {
+    merge_kernel<D><<<static_cast<unsigned>(rows), 32 * kMergeWarps, 0, s>>>(p.part_o, p.part_ml, p.splits,
+                                                                               static_cast<int>(rows), p.out);
+    STRATA_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+// Row blocking from the rows per KV head (T · group): decode with a group of up to 4 wastes no
+// lanes on padding rows; prefill uses 64-row blocks.
+template <int D>
+void run_rows(const Params& p, int64_t kv_bound) {
+  const int64_t rows = static_cast<int64_t>(p.T) * p.group;
+  if (rows <= 4) {
+    run<D, 4, 1>(p, kv_bound);
+  } else if (rows <= 8) {
+    run<D, 8, 1>(p, kv_bound);
+  } else if (rows <= 16) {
+    run<D, 8, 2>(p, kv_bound);
+  } else if (rows <= 32) {
+    run<D, 8, 4>(p, kv_bound);
+  } else {
+    run<D, 8, 8>(p, kv_bound);
+  }
+}
+
+}  // namespace
+
+void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+               int64_t kv_bound, float scale, int64_t window, const Tensor& out) {
+  const int64_t T = q.dim(0), Hq = q.dim(1), D = q.dim(2), Hkv = k_cache.dim(1);
+  if (T == 0) return;
+  const auto misaligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data) % 16 != 0; };
+  if (D % 32 != 0 || D > 256)
+    throw_cuda_error(cudaErrorInvalidValue, "attention: head_dim must be a multiple of 32 up to 256", __FILE__,
+                     __LINE__);
+  if (misaligned(q) || misaligned(k_cache) || misaligned(v_cache) || misaligned(out))
+    throw_cuda_error(cudaErrorMisalignedAddress, "attention: q, caches and out must be 16-byte aligned", __FILE__,
+                     __LINE__);
+  Params p{};
+  p.q = q.as<const float>();
+  p.k = k_cache.as<const float>();
+  p.v = v_cache.as<const float>();
+  p.positions = positions.as<const int32_t>();
+  p.out = out.as<float>();
+  p.T = static_cast<int>(T);
+  p.Hq = static_cast<int>(Hq);
+  p.Hkv = static_cast<int>(Hkv);
+  p.group = static_cast<int>(Hq / Hkv);
+  p.capacity = static_cast<int>(k_cache.dim(0));
+  p.window = window > 0 && window < INT_MAX ? static_cast<int>(window) : 0;  // beyond any position: none
+  p.scale_log2 = scale * kLog2e;
+  switch (D) {
+    case 32: run_rows<32>(p, kv_bound); break;
+    case 64: run_rows<64>(p, kv_bound); break;
+    case 96: run_rows<96>(p, kv_bound); break;
+    case 128: run_rows<128>(p, kv_bound); break;
+    case 160: run_rows<160>(p, kv_bound); break;
+    case 192: run_rows<192>(p, kv_bound); break;
+    case 224: run_rows<224>(p, kv_bound); break;
+    default: run_rows<256>(p, kv_bound); break;
+  }
+}
+
+}  // namespace strata::backend::cuda

@@ -1,0 +1,581 @@
+// Gated DeltaNet ops on the GPU (contracts in backend/gdn.h; the CPU reference is
+// backend/cpu/gdn.cpp). The delta rule runs row-parallel: each row S[j, i, :] of the fp32 state
+// evolves on its own, so a few lanes own one row in registers for all T tokens of the call.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+
+namespace strata::backend::cuda {
+
+namespace {
+
+// Same formulas as the CPU reference (expf, not __expf: g reaches −30 and the decay must not drift).
+__device__ inline float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }  // torch's threshold
+
+__device__ inline float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+[[noreturn]] void unsupported(const char* message) {
+  throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), message, __FILE__, __LINE__);
+}
+
+// ---- causal conv1d + SiLU ----
+
+// One thread per channel and tile of kConvTile rows, channels across the warp (coalesced rows).
+// Only the tile at row 0 reads the old window (kConvTile ≥ K−1), so the thread of that tile can
+// then overwrite its channel's window without racing any other reader.
+constexpr int kConvThreads = 256;
+constexpr int kConvTile = 16;
+constexpr int kMaxConvK = 8;
+
+template <int K>
+__global__ void causal_conv1d_silu_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                                          float* __restrict__ window, float* __restrict__ out, int T,
+                                          int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const int t0 = blockIdx.y * kConvTile;
+  const int t1 = min(T, t0 + kConvTile);
+  float wk[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) wk[j] = w[static_cast<int64_t>(c) * K + j];
+  // ring[j] = row t0 + j of the virtual sequence [window; x] (K−1 window rows, then x).
+  float ring[K];
+#pragma unroll
+  for (int j = 0; j < K - 1; ++j) {
+    const int r = t0 + j;
+    ring[j] = r < K - 1 ? window[static_cast<int64_t>(r) * C + c]
+                        : x[static_cast<int64_t>(r - (K - 1)) * C + c];
+  }
+  float old[K - 1];  // the old window, kept for the update when T < K−1
+#pragma unroll
+  for (int j = 0; j < K - 1; ++j) old[j] = ring[j];
+  for (int t = t0; t < t1; ++t) {
+    ring[K - 1] = x[static_cast<int64_t>(t) * C + c];
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) s += wk[j] * ring[j];
+    out[static_cast<int64_t>(t) * C + c] = silu(s);
+#pragma unroll
+    for (int j = 0; j < K - 1; ++j) ring[j] = ring[j + 1];
+  }
+  if (t0 != 0) return;
+  // New window row r = virtual row T + r: an old window row while T + r < K−1, else x row T+r−K+1.
+#pragma unroll
+  for (int r = 0; r < K - 1; ++r) {
+    float val = 0.0f;
+    if (T + r < K - 1) {
+#pragma unroll
+      for (int j = 0; j < K - 1; ++j)  // constant indices keep `old` in registers
+        if (T + r == j) val = old[j];
+    } else {
+      val = x[static_cast<int64_t>(T + r - (K - 1)) * C + c];
+    }
+    window[static_cast<int64_t>(r) * C + c] = val;
+  }
+}
+
+template <int K>
+void launch_conv(const float* x, const float* w, float* window, float* out, int T, int C) {
+  const dim3 grid((C + kConvThreads - 1) / kConvThreads, (T + kConvTile - 1) / kConvTile);
+  causal_conv1d_silu_kernel<K><<<grid, kConvThreads, 0, stream()>>>(x, w, window, out, T, C);
+}
+
+// ---- gates ----
+
+__global__ void gdn_gates_kernel(const float* __restrict__ a, const float* __restrict__ b,
+                                 const float* __restrict__ a_log, const float* __restrict__ dt_bias,
+                                 float* __restrict__ g, float* __restrict__ beta, int64_t n, int Hv) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int j = static_cast<int>(i % Hv);
+  beta[i] = sigmoid(b[i]);
+  g[i] = -expf(a_log[j]) * softplus(a[i] + dt_bias[j]);
+}
+
+// ---- row norms: one warp per row, 16-byte loads when the row allows ----
+
+constexpr int kNormWarps = 8;
+
+// In place is safe: every lane reads all its elements (for the sum) before any lane writes.
+template <bool kVec>
+__global__ void l2_norm_kernel(const float* x, float eps, float scale, int64_t rows, int D, float* out) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kNormWarps + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const float* xr = x + row * D;
+  float* o = out + row * D;
+  float ss = 0.0f;
+  if constexpr (kVec) {
+    for (int i = lane; i < D / 4; i += 32) {
+      const float4 v = reinterpret_cast<const float4*>(xr)[i];
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  } else {
+    for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
+  }
+  const float f = scale / sqrtf(warp_sum(ss) + eps);
+  if constexpr (kVec) {
+    for (int i = lane; i < D / 4; i += 32) {
+      float4 v = reinterpret_cast<const float4*>(xr)[i];
+      v.x *= f, v.y *= f, v.z *= f, v.w *= f;
+      reinterpret_cast<float4*>(o)[i] = v;
+    }
+  } else {
+    for (int i = lane; i < D; i += 32) o[i] = xr[i] * f;
+  }
+}
+
+template <bool kVec>
+__global__ void rms_norm_gated_kernel(const float* x, const float* __restrict__ w, const float* z, float eps,
+                                      int64_t rows, int D, float* out) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kNormWarps + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const float* xr = x + row * D;
+  const float* zr = z + row * D;
+  float* o = out + row * D;
+  float ss = 0.0f;
+  if constexpr (kVec) {
+    for (int i = lane; i < D / 4; i += 32) {
+      const float4 v = reinterpret_cast<const float4*>(xr)[i];
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  } else {
+    for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
+  }
+  const float inv = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(D) + eps);
+  if constexpr (kVec) {
+    for (int i = lane; i < D / 4; i += 32) {
+      const float4 xv = reinterpret_cast<const float4*>(xr)[i];
+      const float4 zv = reinterpret_cast<const float4*>(zr)[i];
+      const float4 wv = reinterpret_cast<const float4*>(w)[i];
+      float4 r;
+      r.x = xv.x * inv * wv.x * silu(zv.x);
+      r.y = xv.y * inv * wv.y * silu(zv.y);
+      r.z = xv.z * inv * wv.z * silu(zv.z);
+      r.w = xv.w * inv * wv.w * silu(zv.w);
+      reinterpret_cast<float4*>(o)[i] = r;
+    }
+  } else {
+    for (int i = lane; i < D; i += 32) o[i] = xr[i] * inv * w[i] * silu(zr[i]);
+  }
+}
+
+// ---- gated delta rule ----
+//
+// Per row S_i = S[j, i, :] and token t (α = e^g, β, k, q of key head j / (Hv/Hk), v_i):
+//   S_i ← α S_i;  u = β (v_i − S_i·k);  S_i ← S_i + u k;  o_i = S_i·q.
+// Both dot products are taken on the old row, so one butterfly per token serves them:
+//   u = β (v_i − α (S_old·k)),  o_i = α (S_old·q) + u (k·q),  S_i ← α S_old + u k.
+// The rows are independent, so this is exact for any T; it serves both forms (decode, and prefill
+// where every row walks all T tokens with its state in registers).
+
+constexpr int kDeltaThreads = 64;  // small blocks spread the 0.8B's 2048 rows over all SMs
+
+// kG lanes per row, each holding kNc float4 chunks of it: lane l of the group owns elements
+// c·4·kG + 4·l + {0..3}, so a group's loads of a row (and of k, q) are contiguous 4·kG floats.
+template <int kDk, int kG>
+__global__ void __launch_bounds__(kDeltaThreads) delta_rule_rows_kernel(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    const float* __restrict__ g, const float* __restrict__ beta, float* __restrict__ state,
+    float* __restrict__ out, int T, int Hk, int Hv, int dv) {
+  constexpr int kNc = kDk / (4 * kG);
+  static_assert(kNc * 4 * kG == kDk && 32 % kG == 0, "row split");
+  const int rows = Hv * dv;
+  const int tid = blockIdx.x * kDeltaThreads + threadIdx.x;
+  const int gl = tid % kG;
+  int r = tid / kG;
+  // Surplus groups shadow the last row and store nothing: whole warps stay in the shuffles.
+  const bool active = r < rows;
+  if (!active) r = rows - 1;
+  const int j = r / dv, i = r % dv;
+  const int kh = j / (Hv / Hk);
+
+  float4* srow = reinterpret_cast<float4*>(state + static_cast<int64_t>(r) * kDk) + gl;
+  float4 s[kNc];
+#pragma unroll
+  for (int c = 0; c < kNc; ++c) s[c] = srow[c * kG];
+
+  const int64_t qk_step = static_cast<int64_t>(Hk) * kDk / 4;  // float4s per token
+  const float4* kp = reinterpret_cast<const float4*>(k + static_cast<int64_t>(kh) * kDk) + gl;
+  const float4* qp = reinterpret_cast<const float4*>(q + static_cast<int64_t>(kh) * kDk) + gl;
+  const float* vp = v + static_cast<int64_t>(j) * dv + i;
+  const int64_t v_step = static_cast<int64_t>(Hv) * dv;
+
+  // Token t's inputs in registers; token t+1's are loaded while t computes.
+  float4 kc[kNc], qc[kNc];
+#pragma unroll
+  for (int c = 0; c < kNc; ++c) kc[c] = __ldg(kp + c * kG), qc[c] = __ldg(qp + c * kG);
+  float vt = __ldg(vp), gt = __ldg(g + j), bt = __ldg(beta + j);
+
+  for (int t = 0; t < T; ++t) {
+    const int tn = t + 1 < T ? t + 1 : t;
+    float4 kn[kNc], qn[kNc];
+#pragma unroll
+    for (int c = 0; c < kNc; ++c) kn[c] = __ldg(kp + tn * qk_step + c * kG), qn[c] = __ldg(qp + tn * qk_step + c * kG);
+    const float vn = __ldg(vp + tn * v_step), gn = __ldg(g + tn * Hv + j), bn = __ldg(beta + tn * Hv + j);
+
+    // Partial dots, one accumulator per chunk (shorter dependency chains), then summed.
+    float sk = 0.0f, sq = 0.0f, kq = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kNc; ++c) {
+      sk += s[c].x * kc[c].x + s[c].y * kc[c].y + s[c].z * kc[c].z + s[c].w * kc[c].w;
+      sq += s[c].x * qc[c].x + s[c].y * qc[c].y + s[c].z * qc[c].z + s[c].w * qc[c].w;
+      kq += kc[c].x * qc[c].x + kc[c].y * qc[c].y + kc[c].z * qc[c].z + kc[c].w * qc[c].w;
+    }
+#pragma unroll
+    for (int offset = kG / 2; offset > 0; offset /= 2) {
+      sk += __shfl_xor_sync(0xffffffffu, sk, offset);
+      sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+      kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+    }
+    const float alpha = expf(gt);
+    const float u = bt * (vt - alpha * sk);
+    if (active && gl == 0) out[(static_cast<int64_t>(t) * Hv + j) * dv + i] = alpha * sq + u * kq;
+#pragma unroll
+    for (int c = 0; c < kNc; ++c) {
+      s[c].x = fmaf(u, kc[c].x, alpha * s[c].x);
+      s[c].y = fmaf(u, kc[c].y, alpha * s[c].y);
+      s[c].z = fmaf(u, kc[c].z, alpha * s[c].z);
+      s[c].w = fmaf(u, kc[c].w, alpha * s[c].w);
+      kc[c] = kn[c], qc[c] = qn[c];
+    }
+    vt = vn, gt = gn, bt = bn;
+  }
+  if (active) {
+#pragma unroll
+    for (int c = 0; c < kNc; ++c) srow[c * kG] = s[c];
+  }
+}
+
+// Prefill: the same rows, but each block (kRows rows of one value head) stages kTile tokens of k, q,
+// v, g and β in shared memory with cp.async, the next tile loading while this one is consumed.
+// Straight from global memory, a token's k/q would arrive only after the previous token's update
+// (the compiler sinks the prefetch), so every token would pay the full load latency.
+#ifndef GDN_TILE
+#define GDN_TILE 16
+#endif
+constexpr int kTile = GDN_TILE;
+#ifndef GDN_ROWS
+#define GDN_ROWS 16
+#endif
+#ifndef GDN_G128
+#define GDN_G128 8
+#endif
+#ifndef GDN_DIRECT_MAX_T
+#define GDN_DIRECT_MAX_T 8
+#endif
+constexpr int kTiledRows = GDN_ROWS;
+constexpr int kDirectMaxT = GDN_DIRECT_MAX_T;
+
+__device__ inline void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ inline void cp_async4(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ inline void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+// One stage of shared memory, in floats: k and q [kTile][kDk], v [kTile][kRows], g and β [kTile].
+template <int kDk, int kRows>
+struct TileLayout {
+  static constexpr int kK = 0;
+  static constexpr int kQ = kTile * kDk;
+  static constexpr int kV = 2 * kTile * kDk;
+  static constexpr int kGate = kV + kTile * kRows;
+  static constexpr int kBeta = kGate + kTile;
+  static constexpr int kFloats = kBeta + kTile;
+  static_assert(kFloats % 4 == 0, "stages stay 16-byte aligned");
+};
+
+template <int kDk, int kG, int kRows>
+__global__ void __launch_bounds__(kRows * kG) delta_rule_tiled_kernel(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    const float* __restrict__ g, const float* __restrict__ beta, float* __restrict__ state,
+    float* __restrict__ out, int T, int Hk, int Hv, int dv) {
+  using L = TileLayout<kDk, kRows>;
+  constexpr int kThreads = kRows * kG;
+  constexpr int kNc = kDk / (4 * kG);
+  static_assert(kNc * 4 * kG == kDk && 32 % kG == 0 && kRows % 4 == 0, "row split");
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const int row0 = blockIdx.x * kRows;  // dv % kRows == 0: the block stays in one value head
+  const int j = row0 / dv, i0 = row0 % dv;
+  const int kh = j / (Hv / Hk);
+  const int gl = threadIdx.x % kG, lr = threadIdx.x / kG;
+  const int i = i0 + lr;
+
+  auto load_tile = [&](int t0, float* base) {
+    const int n = min(kTile, T - t0);
+    constexpr int kVecs = kDk / 4;
+    for (int e = threadIdx.x; e < n * kVecs; e += kThreads) {
+      const int tt = e / kVecs, c = e % kVecs;
+      const int64_t src = (static_cast<int64_t>(t0 + tt) * Hk + kh) * kDk + 4 * c;
+      cp_async16(base + L::kK + tt * kDk + 4 * c, k + src);
+      cp_async16(base + L::kQ + tt * kDk + 4 * c, q + src);
+    }
+    constexpr int kVVecs = kRows / 4;
+    for (int e = threadIdx.x; e < n * kVVecs; e += kThreads) {
+      const int tt = e / kVVecs, c = e % kVVecs;
+      cp_async16(base + L::kV + tt * kRows + 4 * c, v + (static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i0 + 4 * c);
+    }
+    for (int e = threadIdx.x; e < n; e += kThreads) {
+      cp_async4(base + L::kGate + e, g + static_cast<int64_t>(t0 + e) * Hv + j);
+      cp_async4(base + L::kBeta + e, beta + static_cast<int64_t>(t0 + e) * Hv + j);
+    }
+  };
+
+  float4* srow = reinterpret_cast<float4*>(state + static_cast<int64_t>(row0 + lr) * kDk) + gl;
+  float4 s[kNc];
+#pragma unroll
+  for (int c = 0; c < kNc; ++c) s[c] = srow[c * kG];
+
+  const int tiles = (T + kTile - 1) / kTile;
+  load_tile(0, smem);
+  cp_async_commit();
+  for (int tile = 0; tile < tiles; ++tile) {
+    // Stage (tile + 1) & 1 was last read in the previous iteration, before its closing barrier.
+    if (tile + 1 < tiles) load_tile((tile + 1) * kTile, smem + ((tile + 1) & 1) * L::kFloats);
+    cp_async_commit();  // possibly empty: keeps "all but the newest group" meaning this tile
+    cp_async_wait_one();
+    __syncthreads();
+    const float* base = smem + (tile & 1) * L::kFloats;
+    const int t0 = tile * kTile;
+    const int n = min(kTile, T - t0);
+    for (int tt = 0; tt < n; ++tt) {
+      const float4* kt = reinterpret_cast<const float4*>(base + L::kK + tt * kDk) + gl;
+      const float4* qt = reinterpret_cast<const float4*>(base + L::kQ + tt * kDk) + gl;
+      float4 kc[kNc], qc[kNc];
+#pragma unroll
+      for (int c = 0; c < kNc; ++c) kc[c] = kt[c * kG], qc[c] = qt[c * kG];
+      float sk = 0.0f, sq = 0.0f, kq = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kNc; ++c) {
+        sk += s[c].x * kc[c].x + s[c].y * kc[c].y + s[c].z * kc[c].z + s[c].w * kc[c].w;
+        sq += s[c].x * qc[c].x + s[c].y * qc[c].y + s[c].z * qc[c].z + s[c].w * qc[c].w;
+        kq += kc[c].x * qc[c].x + kc[c].y * qc[c].y + kc[c].z * qc[c].z + kc[c].w * qc[c].w;
+      }
+#pragma unroll
+      for (int offset = kG / 2; offset > 0; offset /= 2) {
+        sk += __shfl_xor_sync(0xffffffffu, sk, offset);
+        sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+        kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+      }
+      const float alpha = expf(base[L::kGate + tt]);
+      const float u = base[L::kBeta + tt] * (base[L::kV + tt * kRows + lr] - alpha * sk);
+      if (gl == 0) out[(static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i] = alpha * sq + u * kq;
+#pragma unroll
+      for (int c = 0; c < kNc; ++c) {
+        s[c].x = fmaf(u, kc[c].x, alpha * s[c].x);
+        s[c].y = fmaf(u, kc[c].y, alpha * s[c].y);
+        s[c].z = fmaf(u, kc[c].z, alpha * s[c].z);
+        s[c].w = fmaf(u, kc[c].w, alpha * s[c].w);
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int c = 0; c < kNc; ++c) srow[c * kG] = s[c];
+}
+
+// Any dk ≤ 256 and any alignment: a warp per row, lane l owning elements l + 32·e, e < 8, with the
+// tail predicated (constant e keeps the row in registers).
+constexpr int kGenericMaxDk = 256;
+
+__global__ void __launch_bounds__(kDeltaThreads) delta_rule_generic_kernel(
+    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    const float* __restrict__ g, const float* __restrict__ beta, float* __restrict__ state,
+    float* __restrict__ out, int T, int Hk, int Hv, int dk, int dv) {
+  constexpr int kPer = kGenericMaxDk / 32;
+  const int rows = Hv * dv;
+  const int lane = threadIdx.x % 32;
+  const int r = blockIdx.x * (kDeltaThreads / 32) + threadIdx.x / 32;
+  if (r >= rows) return;  // whole warps
+  const int j = r / dv, i = r % dv;
+  const int kh = j / (Hv / Hk);
+  float* srow = state + static_cast<int64_t>(r) * dk;
+  float s[kPer];
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) s[e] = lane + 32 * e < dk ? srow[lane + 32 * e] : 0.0f;
+  for (int t = 0; t < T; ++t) {
+    const float* kt = k + (static_cast<int64_t>(t) * Hk + kh) * dk;
+    const float* qt = q + (static_cast<int64_t>(t) * Hk + kh) * dk;
+    float kc[kPer], qc[kPer];
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const bool in = lane + 32 * e < dk;
+      kc[e] = in ? __ldg(kt + lane + 32 * e) : 0.0f;
+      qc[e] = in ? __ldg(qt + lane + 32 * e) : 0.0f;
+    }
+    float sk = 0.0f, sq = 0.0f, kq = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) sk += s[e] * kc[e], sq += s[e] * qc[e], kq += kc[e] * qc[e];
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      sk += __shfl_xor_sync(0xffffffffu, sk, offset);
+      sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+      kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+    }
+    const int64_t tj = static_cast<int64_t>(t) * Hv + j;
+    const float alpha = expf(__ldg(g + tj));
+    const float u = __ldg(beta + tj) * (__ldg(v + tj * dv + i) - alpha * sk);
+    if (lane == 0) out[tj * dv + i] = alpha * sq + u * kq;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) s[e] = fmaf(u, kc[e], alpha * s[e]);
+  }
+#pragma unroll
+  for (int e = 0; e < kPer; ++e)
+    if (lane + 32 * e < dk) srow[lane + 32 * e] = s[e];
+}
+
+template <int kDk, int kG>
+void launch_delta_rows(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                       float* state, float* out, int T, int Hk, int Hv, int dv) {
+  const int64_t threads = static_cast<int64_t>(Hv) * dv * kG;
+  const unsigned blocks = static_cast<unsigned>((threads + kDeltaThreads - 1) / kDeltaThreads);
+  delta_rule_rows_kernel<kDk, kG><<<blocks, kDeltaThreads, 0, stream()>>>(q, k, v, g, beta, state, out, T,
+                                                                          Hk, Hv, dv);
+}
+
+template <int kDk, int kG, int kRows>
+void launch_delta_tiled(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                        float* state, float* out, int T, int Hk, int Hv, int dv) {
+  constexpr size_t kSmem = 2 * TileLayout<kDk, kRows>::kFloats * sizeof(float);
+  auto* kernel = delta_rule_tiled_kernel<kDk, kG, kRows>;
+  if constexpr (kSmem > 48 * 1024) {  // once, on the first (eager) call
+    static const bool raised = [&] {
+      STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      return true;
+    }();
+    (void)raised;
+  }
+  const unsigned blocks = static_cast<unsigned>(static_cast<int64_t>(Hv) * dv / kRows);
+  kernel<<<blocks, kRows * kG, kSmem, stream()>>>(q, k, v, g, beta, state, out, T, Hk, Hv, dv);
+}
+
+}  // namespace
+
+void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& window, const Tensor& out) {
+  const int T = static_cast<int>(x.dim(0)), C = static_cast<int>(x.dim(1)), K = static_cast<int>(weight.dim(1));
+  if (T == 0 || C == 0) return;
+  const float* xs = x.as<const float>();
+  const float* w = weight.as<const float>();
+  float* win = window.as<float>();
+  float* o = out.as<float>();
+  static_assert(kConvTile >= kMaxConvK - 1, "only the first tile may read the window");
+  switch (K) {
+    case 2: launch_conv<2>(xs, w, win, o, T, C); break;
+    case 3: launch_conv<3>(xs, w, win, o, T, C); break;
+    case 4: launch_conv<4>(xs, w, win, o, T, C); break;
+    case 5: launch_conv<5>(xs, w, win, o, T, C); break;
+    case 6: launch_conv<6>(xs, w, win, o, T, C); break;
+    case 7: launch_conv<7>(xs, w, win, o, T, C); break;
+    case 8: launch_conv<8>(xs, w, win, o, T, C); break;
+    default: unsupported("causal_conv1d_silu: kernel width must be 2 to 8");
+  }
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
+               const Tensor& beta) {
+  const int64_t n = a.numel();
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  gdn_gates_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(
+      a.as<const float>(), b.as<const float>(), a_log.as<const float>(), dt_bias.as<const float>(), g.as<float>(),
+      beta.as<float>(), n, static_cast<int>(a_log.numel()));
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out) {
+  const int D = static_cast<int>(x.dim(-1));
+  const int64_t rows = D == 0 ? 0 : x.numel() / D;
+  if (rows == 0) return;
+  const unsigned blocks = static_cast<unsigned>((rows + kNormWarps - 1) / kNormWarps);
+  const float* xs = x.as<const float>();
+  float* o = out.as<float>();
+  if (D % 4 == 0 && aligned16(xs) && aligned16(o)) {
+    l2_norm_kernel<true><<<blocks, 32 * kNormWarps, 0, stream()>>>(xs, eps, scale, rows, D, o);
+  } else {
+    l2_norm_kernel<false><<<blocks, 32 * kNormWarps, 0, stream()>>>(xs, eps, scale, rows, D, o);
+  }
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                      const Tensor& state, const Tensor& out, DeltaRuleForm form) {
+  (void)form;  // both forms compute the same function; the row-parallel recurrence is exact for both
+  const int T = static_cast<int>(q.dim(0)), Hk = static_cast<int>(q.dim(1)), dk = static_cast<int>(q.dim(2));
+  const int Hv = static_cast<int>(v.dim(1)), dv = static_cast<int>(v.dim(2));
+  if (T == 0 || Hv == 0 || dv == 0) return;
+  const float* pq = q.as<const float>();
+  const float* pk = k.as<const float>();
+  const float* pv = v.as<const float>();
+  const float* pg = g.as<const float>();
+  const float* pb = beta.as<const float>();
+  float* S = state.as<float>();
+  float* o = out.as<float>();
+  const bool vec = aligned16(pq) && aligned16(pk) && aligned16(S);
+  const bool tiled = T > kDirectMaxT && vec && aligned16(pv) && dv % kTiledRows == 0;
+  if (tiled && dk == 128) {
+    launch_delta_tiled<128, GDN_G128, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+  } else if (tiled && dk == 64) {
+    launch_delta_tiled<64, 8, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+  } else if (tiled && dk == 32) {
+    launch_delta_tiled<32, 8, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+  } else if (tiled && dk == 16) {
+    launch_delta_tiled<16, 4, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+  } else if (tiled && dk == 256) {
+    launch_delta_tiled<256, 16, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+  } else if (vec && dk == 128) {
+    launch_delta_rows<128, 8>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+  } else if (vec && dk == 64) {
+    launch_delta_rows<64, 8>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+  } else if (vec && dk == 32) {
+    launch_delta_rows<32, 8>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+  } else if (vec && dk == 16) {
+    launch_delta_rows<16, 4>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+  } else if (vec && dk == 256) {
+    launch_delta_rows<256, 16>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+  } else if (dk <= kGenericMaxDk) {
+    const int64_t rows = static_cast<int64_t>(Hv) * dv;
+    constexpr int kRowsPerBlock = kDeltaThreads / 32;
+    delta_rule_generic_kernel<<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), kDeltaThreads, 0,
+                                stream()>>>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dk, dv);
+  } else {
+    unsupported("gated_delta_rule: key head dim above 256");
+  }
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out) {
+  const int D = static_cast<int>(w.numel());
+  const int64_t rows = D == 0 ? 0 : x.numel() / D;
+  if (rows == 0) return;
+  const unsigned blocks = static_cast<unsigned>((rows + kNormWarps - 1) / kNormWarps);
+  const float* xs = x.as<const float>();
+  const float* ws = w.as<const float>();
+  const float* zs = z.as<const float>();
+  float* o = out.as<float>();
+  if (D % 4 == 0 && aligned16(xs) && aligned16(ws) && aligned16(zs) && aligned16(o)) {
+    rms_norm_gated_kernel<true><<<blocks, 32 * kNormWarps, 0, stream()>>>(xs, ws, zs, eps, rows, D, o);
+  } else {
+    rms_norm_gated_kernel<false><<<blocks, 32 * kNormWarps, 0, stream()>>>(xs, ws, zs, eps, rows, D, o);
+  }
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace strata::backend::cuda

@@ -1,0 +1,269 @@
+// Mixture-of-experts ops on the GPU: the router's softmax and top-k (one warp per token), moving
+// token rows into and out of an expert's batch, and the sigmoid-gated shared expert's residual add.
+// The row lists arrive as device tensors (backend/moe.cpp stages the host lists in stream order).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+
+namespace strata::backend::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 4096;
+constexpr int64_t kMaxGridY = 65535;
+
+unsigned blocks_for(int64_t work) {
+  return static_cast<unsigned>(
+      std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
+}
+unsigned grid_y_for(int64_t rows) {
+  return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, kMaxGridY));
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// ---- topk_softmax ----
+
+constexpr int kTopkWarps = 8;  // tokens per block
+
+__device__ inline float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+__device__ inline float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The order top-k walks: larger probability first, the lower expert on ties. -1: none yet.
+__device__ inline bool before(float p, int e, float bp, int be) {
+  return be < 0 || p > bp || (p == bp && e < be);
+}
+
+// Whether expert e comes strictly after the previous round's choice (any non-NaN in round 0).
+__device__ inline bool eligible(float p, int e, float prev_p, int prev_e) {
+  return prev_e < 0 ? p == p : p < prev_p || (p == prev_p && e > prev_e);
+}
+
+// One warp per token. Lane l holds experts l, l+32, …: the first kPerLane of them in registers,
+// any beyond (E > 32·kPerLane) recomputed from the logits when needed (same arithmetic, same
+// value). Round j selects the best expert that comes after round j-1's choice in the order above,
+// so no expert is taken twice and no marks are needed. Lane 0 writes the k choices in order; the
+// renormalising sum runs over them in that order, as on the CPU.
+template <int kPerLane>
+__global__ void __launch_bounds__(32 * kTopkWarps)
+    topk_softmax_kernel(const float* __restrict__ logits, int64_t T, int E, int k, bool renormalize,
+                        int32_t* __restrict__ ids, float* __restrict__ weights) {
+  const int lane = threadIdx.x % 32;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kTopkWarps + threadIdx.x / 32;
+  if (t >= T) return;  // whole warps leave together
+  const float* l = logits + t * E;
+  float cached[kPerLane > 0 ? kPerLane : 1];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    cached[j] = e < E ? l[e] : -INFINITY;
+    mx = fmaxf(mx, cached[j]);
+  }
+  for (int e = lane + 32 * kPerLane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+  mx = warp_max(mx);
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    cached[j] = e < E ? expf(cached[j] - mx) : 0.0f;
+    sum += cached[j];
+  }
+  for (int e = lane + 32 * kPerLane; e < E; e += 32) sum += expf(l[e] - mx);
+  sum = warp_sum(sum);
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) cached[j] /= sum;
+
+  int32_t* ids_t = ids + t * k;
+  float* w_t = weights + t * k;
+  float prev_p = INFINITY;
+  int prev_e = -1;
+  float top = 0.0f;
+  for (int round = 0; round < k; ++round) {
+    float bp = 0.0f;
+    int be = -1;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      const float p = cached[j];
+      if (e < E && eligible(p, e, prev_p, prev_e) && before(p, e, bp, be)) bp = p, be = e;
+    }
+    for (int e = lane + 32 * kPerLane; e < E; e += 32) {
+      const float p = expf(l[e] - mx) / sum;
+      if (eligible(p, e, prev_p, prev_e) && before(p, e, bp, be)) bp = p, be = e;
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const float op = __shfl_xor_sync(0xffffffffu, bp, offset);
+      const int oe = __shfl_xor_sync(0xffffffffu, be, offset);
+      if (oe >= 0 && before(op, oe, bp, be)) bp = op, be = oe;
+    }
+    // Only NaN probabilities (NaN or infinite logits) leave nothing eligible: expert 0, weight 0,
+    // rather than an index that would address memory out of bounds downstream.
+    if (be < 0) bp = 0.0f;
+    if (lane == 0) {
+      ids_t[round] = be < 0 ? 0 : be;
+      w_t[round] = bp;
+      top += bp;
+    }
+    prev_p = bp;
+    prev_e = be < 0 ? E : be;  // nothing after E: the remaining rounds find nothing either
+  }
+  if (renormalize && lane == 0)
+    for (int i = 0; i < k; ++i) w_t[i] /= top;  // reads back this thread's own writes
+}
+
+template <int kPerLane>
+void launch_topk(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids,
+                 const Tensor& weights) {
+  const int64_t T = logits.dim(0);
+  const unsigned blocks = static_cast<unsigned>((T + kTopkWarps - 1) / kTopkWarps);
+  topk_softmax_kernel<kPerLane><<<blocks, 32 * kTopkWarps, 0, stream()>>>(
+      logits.as<const float>(), T, static_cast<int>(logits.dim(1)), static_cast<int>(k),
+      renormalize, ids.as<int32_t>(), weights.as<float>());
+}
+
+// ---- row movement ----
+
+// out[i, :] = src[rows[i], :] over rows of `cols` units (float4 or float); a row index outside src
+// (checked on the host; device code must not trust it) writes zeros.
+template <typename V>
+__global__ void gather_rows_kernel(const V* __restrict__ src, int64_t src_rows,
+                                   const int32_t* __restrict__ rows, int64_t n, int64_t cols,
+                                   V* __restrict__ out) {
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
+    const int64_t r = rows[i];
+    V* o = out + i * cols;
+    if (r < 0 || r >= src_rows) {
+      for (int64_t c = c0; c < cols; c += stride) o[c] = V{};
+      continue;
+    }
+    const V* s = src + r * cols;
+    for (int64_t c = c0; c < cols; c += stride) o[c] = s[c];
+  }
+}
+
+__device__ inline float4 axpy(float4 d, float a, float4 x) {
+  return make_float4(__fadd_rn(d.x, __fmul_rn(a, x.x)), __fadd_rn(d.y, __fmul_rn(a, x.y)),
+                     __fadd_rn(d.z, __fmul_rn(a, x.z)), __fadd_rn(d.w, __fmul_rn(a, x.w)));
+}
+__device__ inline float axpy(float d, float a, float x) { return __fadd_rn(d, __fmul_rn(a, x)); }
+
+// dst[rows[i], :] += scale[i] · src[i, :]. A plain read-modify-write, not atomicAdd: the rows of
+// one call are distinct (each token appears once in an expert's batch), calls are ordered by the
+// stream, and the plain version keeps 16-byte accesses and a deterministic result. The product is
+// rounded before the add, as on the CPU. Rows outside dst are skipped.
+template <typename V>
+__global__ void scatter_add_rows_kernel(const V* __restrict__ src, const int32_t* __restrict__ rows,
+                                        const float* __restrict__ scale, int64_t n, int64_t cols,
+                                        V* dst, int64_t dst_rows) {
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
+    const int64_t r = rows[i];
+    if (r < 0 || r >= dst_rows) continue;
+    const float a = scale[i];
+    const V* s = src + i * cols;
+    V* d = dst + r * cols;
+    for (int64_t c = c0; c < cols; c += stride) d[c] = axpy(d[c], a, s[c]);
+  }
+}
+
+// x[r, :] += sigmoid(gate[r]) · y[r, :], the gate computed as the CPU does: 1 / (1 + e^-g).
+template <typename V>
+__global__ void add_sigmoid_gated_kernel(V* x, const V* __restrict__ y,
+                                         const float* __restrict__ gate, int64_t rows,
+                                         int64_t cols) {
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float s = 1.0f / (1.0f + expf(-gate[r]));
+    for (int64_t c = c0; c < cols; c += stride)
+      x[r * cols + c] = axpy(x[r * cols + c], s, y[r * cols + c]);
+  }
+}
+
+}  // namespace
+
+void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids,
+                  const Tensor& weights) {
+  const int64_t T = logits.dim(0), E = logits.dim(1);
+  if (T == 0 || k == 0) return;
+  if (E <= 32 * 4) {
+    launch_topk<4>(logits, k, renormalize, ids, weights);
+  } else if (E <= 32 * 16) {
+    launch_topk<16>(logits, k, renormalize, ids, weights);
+  } else if (E <= 32 * 32) {
+    launch_topk<32>(logits, k, renormalize, ids, weights);
+  } else {
+    launch_topk<0>(logits, k, renormalize, ids, weights);
+  }
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) {
+  const int64_t n = rows.numel(), C = src.dim(1);
+  if (n == 0 || C == 0) return;
+  const auto* r = rows.as<const int32_t>();
+  if (C % 4 == 0 && aligned16(src.data) && aligned16(out.data)) {
+    const dim3 grid(blocks_for(C / 4), grid_y_for(n));
+    gather_rows_kernel<float4><<<grid, kThreads, 0, stream()>>>(src.as<const float4>(), src.dim(0),
+                                                                r, n, C / 4, out.as<float4>());
+  } else {
+    const dim3 grid(blocks_for(C), grid_y_for(n));
+    gather_rows_kernel<float><<<grid, kThreads, 0, stream()>>>(src.as<const float>(), src.dim(0), r,
+                                                               n, C, out.as<float>());
+  }
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void scatter_add_rows(const Tensor& src, const Tensor& rows, const Tensor& scale,
+                      const Tensor& dst) {
+  const int64_t n = rows.numel(), C = src.dim(1);
+  if (n == 0 || C == 0) return;
+  const auto* r = rows.as<const int32_t>();
+  const auto* s = scale.as<const float>();
+  if (C % 4 == 0 && aligned16(src.data) && aligned16(dst.data)) {
+    const dim3 grid(blocks_for(C / 4), grid_y_for(n));
+    scatter_add_rows_kernel<float4><<<grid, kThreads, 0, stream()>>>(
+        src.as<const float4>(), r, s, n, C / 4, dst.as<float4>(), dst.dim(0));
+  } else {
+    const dim3 grid(blocks_for(C), grid_y_for(n));
+    scatter_add_rows_kernel<float><<<grid, kThreads, 0, stream()>>>(src.as<const float>(), r, s, n,
+                                                                    C, dst.as<float>(), dst.dim(0));
+  }
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate) {
+  const int64_t rows = gate.numel();
+  if (rows == 0 || x.numel() == 0) return;
+  const int64_t C = x.numel() / rows;
+  const auto* g = gate.as<const float>();
+  if (C % 4 == 0 && aligned16(x.data) && aligned16(y.data)) {
+    const dim3 grid(blocks_for(C / 4), grid_y_for(rows));
+    add_sigmoid_gated_kernel<float4>
+        <<<grid, kThreads, 0, stream()>>>(x.as<float4>(), y.as<const float4>(), g, rows, C / 4);
+  } else {
+    const dim3 grid(blocks_for(C), grid_y_for(rows));
+    add_sigmoid_gated_kernel<float>
+        <<<grid, kThreads, 0, stream()>>>(x.as<float>(), y.as<const float>(), g, rows, C);
+  }
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace strata::backend::cuda

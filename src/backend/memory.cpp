@@ -1,0 +1,105 @@
+// Buffer and copy: host memory through HostBuffer, device memory through the CUDA backend.
+#include "backend/memory.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#ifdef STRATA_HAVE_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
+
+namespace strata::backend {
+
+bool device_available(Device device) {
+  if (device == Device::kCpu) return true;
+#ifdef STRATA_HAVE_CUDA
+  return cuda::device_available();
+#else
+  return false;
+#endif
+}
+
+std::string device_name(Device device) {
+#ifdef STRATA_HAVE_CUDA
+  if (device == Device::kCuda) return cuda::device_name();
+#endif
+  return device_label(device);
+}
+
+const char* device_label(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda" || name == "gpu") {
+    check(device_available(Device::kCuda), ErrorKind::kUnsupported,
+          "device 'cuda': {}", [] {
+#ifdef STRATA_HAVE_CUDA
+            return "no usable CUDA GPU on this machine";
+#else
+            return "this build has no CUDA backend (nvcc was not found when it was configured)";
+#endif
+          }());
+    return Device::kCuda;
+  }
+  check(name == "auto", ErrorKind::kInvalidInput, "unknown device '{}' (expected cpu, cuda or auto)", name);
+  return device_available(Device::kCuda) ? Device::kCuda : Device::kCpu;
+}
+
+Buffer::Buffer(Device device, DType dtype, Shape shape) {
+  view_.dtype = dtype;
+  view_.shape = shape;
+  view_.device = device;
+  const size_t bytes = view_.nbytes();
+  if (device == Device::kCpu) {
+    auto host = std::make_shared<HostBuffer>(bytes);
+    std::memset(host->data(), 0, bytes);
+    view_.data = host->data();
+    memory_ = std::move(host);
+    return;
+  }
+#ifdef STRATA_HAVE_CUDA
+  auto dev = std::make_shared<cuda::DeviceBuffer>(bytes);
+  cuda::fill_zero(dev->data(), bytes);
+  view_.data = dev->data();
+  memory_ = std::move(dev);
+#else
+  throw Error(ErrorKind::kUnsupported, "this build has no CUDA backend");
+#endif
+}
+
+void copy(const Tensor& src, const Tensor& dst) {
+  check(src.nbytes() == dst.nbytes(), ErrorKind::kInternal, "copy: {} bytes into {}", src.nbytes(), dst.nbytes());
+  if (src.nbytes() == 0 || src.data == dst.data) return;
+  if (src.device == Device::kCpu && dst.device == Device::kCpu) {
+    std::memmove(dst.data, src.data, src.nbytes());
+    return;
+  }
+#ifdef STRATA_HAVE_CUDA
+  cuda::copy(src.data, src.device, dst.data, dst.device, src.nbytes());
+#else
+  throw Error(ErrorKind::kUnsupported, "this build has no CUDA backend");
+#endif
+}
+
+void copy_from_host(const void* src, const Tensor& dst) {
+  Tensor host = dst;
+  host.data = const_cast<void*>(src);
+  host.device = Device::kCpu;
+  copy(host, dst);
+}
+
+void synchronize(Device device) {
+#ifdef STRATA_HAVE_CUDA
+  if (device == Device::kCuda) cuda::synchronize();
+#else
+  (void)device;
+#endif
+}
+
+HostTensor to_host(const Tensor& t) {
+  HostTensor out(t.dtype, t.shape);
+  copy(t, out.view());
+  return out;
+}
+
+}  // namespace strata::backend

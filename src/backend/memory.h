@@ -1,0 +1,50 @@
+// Memory on any device: Buffer owns a zero-filled tensor on the host or a GPU, copy() moves bytes
+// between any two places, and Device helpers say what this build and machine can run. State,
+// scratch and uploaded weights use these, so model and runtime code never name a backend.
+#pragma once
+
+#include <memory>
+
+#include "core/tensor.h"
+
+namespace strata::backend {
+
+// True for the CPU; for CUDA, when this build has the CUDA backend and a GPU is present.
+bool device_available(Device device);
+std::string device_name(Device device);
+// "cpu" or "cuda" (also accepted by parse_device, plus "auto": CUDA when available, else the CPU).
+const char* device_label(Device device);
+Device parse_device(const std::string& name);
+
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Device device, DType dtype, Shape shape);  // zero-filled
+
+  const Tensor& view() const { return view_; }
+  operator const Tensor&() const { return view_; }
+  template <typename T>
+  T* as() const { return view_.as<T>(); }
+  int64_t numel() const { return view_.numel(); }
+  const Shape& shape() const { return view_.shape; }
+  DType dtype() const { return view_.dtype; }
+  Device device() const { return view_.device; }
+  bool empty() const { return view_.empty(); }
+
+ private:
+  std::shared_ptr<void> memory_;
+  Tensor view_;
+};
+
+// dst = src, byte for byte (same nbytes; any devices). Returns once dst may be read on its device:
+// copies that end on the host wait for the GPU.
+void copy(const Tensor& src, const Tensor& dst);
+// Copies host bytes into a device or host tensor (nbytes must match).
+void copy_from_host(const void* src, const Tensor& dst);
+// Waits for all queued work on the device.
+void synchronize(Device device);
+
+// A host copy of any tensor (downloaded when it lives on a GPU).
+HostTensor to_host(const Tensor& t);
+
+}  // namespace strata::backend

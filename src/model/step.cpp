@@ -1,0 +1,106 @@
+// Scratch and StepRunner.
+#include "model/step.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/hash.h"
+
+namespace strata::model {
+
+namespace {
+enum IoSlot : size_t { kInputs, kLogits };
+constexpr size_t kMaxGraphs = 16;
+
+bool graphs_enabled_by_env() {
+  const char* v = std::getenv("STRATA_CUDA_GRAPHS");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+}  // namespace
+
+Tensor Scratch::get(size_t slot, Shape shape, DType dtype) {
+  if (slot >= buffers_.size()) buffers_.resize(slot + 1);
+  backend::Buffer& b = buffers_[slot];
+  const int64_t n = shape.numel();
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  if (b.empty() || b.view().nbytes() < bytes) {
+    b = backend::Buffer(device_, DType::kU8, {static_cast<int64_t>(bytes)});
+    ++generation_;
+  }
+  Tensor t = b.view();
+  t.dtype = dtype;
+  t.shape = shape;
+  return t;
+}
+
+StepRunner::StepRunner(Device device, bool graphs)
+    : device_(device), graphs_(graphs && backend::graphs_supported(device) && graphs_enabled_by_env()),
+      scratch_(device), io_(device) {}
+
+Step StepRunner::prepare(std::span<const int32_t> tokens, const ModelState& state, int64_t vocab,
+                         const Tensor& logits, bool all_logits) {
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  check(T > 0, ErrorKind::kInvalidInput, "forward needs at least one token");
+  const int64_t start = state.n_tokens;
+  check(start + T <= state.capacity, ErrorKind::kInvalidInput,
+        "context overflow: {} tokens do not fit the state's capacity of {}", start + T, state.capacity);
+  check(logits.numel() == (all_logits ? T * vocab : vocab), ErrorKind::kInternal, "forward: logits shape {}",
+        logits.shape.str());
+  for (int32_t id : tokens)
+    check(id >= 0 && id < vocab, ErrorKind::kInvalidInput, "token id {} is outside the vocabulary (size {})", id,
+          vocab);
+  for (const StateBuffer& b : state.buffers)
+    check(b.tensor.device() == device_, ErrorKind::kInvalidInput, "the state lives on {}, the model on {}",
+          backend::device_label(b.tensor.device()), backend::device_label(device_));
+  Step s;
+  s.start = start;
+  s.tokens = T;
+  s.kv_bound = std::min(state.capacity, (start + T + kKvBucket - 1) / kKvBucket * kKvBucket);
+  const Tensor inputs = io_.get(kInputs, {2, T}, DType::kI32);
+  staging_.resize(static_cast<size_t>(2 * T));
+  std::memcpy(staging_.data(), tokens.data(), static_cast<size_t>(T) * sizeof(int32_t));
+  for (int64_t t = 0; t < T; ++t) staging_[static_cast<size_t>(T + t)] = static_cast<int32_t>(start + t);
+  backend::copy_from_host(staging_.data(), inputs);
+  s.ids = inputs.rows(0, 1).reshaped({T});
+  s.positions = inputs.rows(1, 2).reshaped({T});
+  s.logits = io_.get(kLogits, {all_logits ? T : 1, vocab});
+  return s;
+}
+
+bool StepRunner::replay(const Step& step, const ModelState& state, bool all_logits) {
+  capture_next_ = false;
+  if (!graphs_ || step.tokens > kGraphMaxTokens) return false;
+  const uint64_t generation =
+      (scratch_.generation() * 1000003u + io_.generation()) * 1000003u + backend::device_memory_generation(device_);
+  if (generation != generation_) {
+    entries_.clear();  // recorded addresses may be gone
+    generation_ = generation;
+  }
+  uint64_t h = 0;
+  for (const StateBuffer& b : state.buffers) {
+    const void* p = b.tensor.view().data;
+    h = hash64(&p, sizeof(p), h);
+  }
+  const Key key{step.tokens, step.kv_bound, state.capacity, all_logits, h};
+  size_t i = 0;
+  while (i < entries_.size() && !(entries_[i].key == key)) ++i;
+  if (i == entries_.size()) {
+    if (entries_.size() == kMaxGraphs) entries_.erase(entries_.begin());
+    entries_.push_back({key, 0, std::nullopt});
+    i = entries_.size() - 1;
+  }
+  current_ = i;
+  Entry& e = entries_[i];
+  if (e.graph) {
+    e.graph->launch();
+    return true;
+  }
+  // The first run of a shape is eager: it sizes every scratch buffer and workspace, so the capture
+  // that follows records final addresses.
+  capture_next_ = e.uses++ > 0;
+  return false;
+}
+
+void StepRunner::store_graph(backend::StepGraph graph) { entries_[current_].graph = std::move(graph); }
+
+}  // namespace strata::model

@@ -1,0 +1,112 @@
+// What every family's forward() shares: activation scratch on the model's device, the step's token
+// ids and positions staged there, and the replay of small steps (decode, speculative verify) as
+// captured device graphs, so a decode step costs one launch instead of hundreds.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "backend/graph.h"
+#include "backend/memory.h"
+#include "core/error.h"
+#include "model/model.h"
+
+namespace strata::model {
+
+// Grow-only buffers by slot: after the first step of a given size nothing is allocated.
+class Scratch {
+ public:
+  explicit Scratch(Device device) : device_(device) {}
+  Tensor get(size_t slot, Shape shape, DType dtype = DType::kF32);
+  // Bumped whenever a buffer is reallocated (graphs that recorded the old one are stale).
+  uint64_t generation() const { return generation_; }
+  Device device() const { return device_; }
+
+ private:
+  Device device_;
+  std::vector<backend::Buffer> buffers_;
+  uint64_t generation_ = 0;
+};
+
+// One forward call as the family's body sees it.
+struct Step {
+  int64_t start = 0;     // position of the first token
+  int64_t tokens = 0;    // T
+  int64_t kv_bound = 0;  // attention work bound (ops.h): start + T rounded up, at most the capacity
+  Tensor ids;            // I32 [T] on the device
+  Tensor positions;      // I32 [T] on the device
+  Tensor logits;         // F32 [T or 1, vocab] scratch the body writes
+};
+
+class StepRunner {
+ public:
+  // graphs: whether this model's steps may be captured (its body never reads device memory on the
+  // host nor changes launch parameters between steps of the same shape).
+  StepRunner(Device device, bool graphs);
+
+  Scratch& scratch() { return scratch_; }
+
+  // Checks the call, stages the inputs, runs body(step) eagerly or as a graph replay, copies the
+  // logits out and advances state.n_tokens.
+  template <typename Body>
+  void run(std::span<const int32_t> tokens, ModelState& state, int64_t vocab, const Tensor& logits,
+           bool all_logits, Body&& body) {
+    const Step step = prepare(tokens, state, vocab, logits, all_logits);
+    if (!replay(step, state, all_logits)) {
+      if (capture_next_) {
+        backend::begin_capture(device_);
+        try {
+          body(step);
+        } catch (...) {
+          (void)backend::end_capture(device_);
+          throw;
+        }
+        store_graph(backend::end_capture(device_));
+        replay(step, state, all_logits);
+      } else {
+        body(step);
+      }
+    }
+    backend::copy(step.logits, logits);
+    state.n_tokens = step.start + step.tokens;
+  }
+
+  // Steps of at most this many tokens are captured (decode and speculative verify).
+  static constexpr int64_t kGraphMaxTokens = 8;
+  // kv_bound granularity: a graph serves this many consecutive positions.
+  static constexpr int64_t kKvBucket = 256;
+
+ private:
+  struct Key {
+    int64_t tokens, kv_bound, capacity;
+    bool all_logits;
+    uint64_t state;  // hash of the state's buffer addresses
+    bool operator==(const Key&) const = default;
+  };
+  struct Entry {
+    Key key;
+    int uses = 0;  // eager runs seen; captured on the second
+    std::optional<backend::StepGraph> graph;
+  };
+
+  Step prepare(std::span<const int32_t> tokens, const ModelState& state, int64_t vocab, const Tensor& logits,
+               bool all_logits);
+  // Launches the graph for this step if one exists; otherwise decides whether the body should be
+  // captured this time (capture_next_).
+  bool replay(const Step& step, const ModelState& state, bool all_logits);
+  void store_graph(backend::StepGraph graph);
+
+  Device device_;
+  bool graphs_;
+  Scratch scratch_;  // the body's
+  Scratch io_;       // inputs and logits
+  std::vector<int32_t> staging_;
+  std::vector<Entry> entries_;  // oldest first
+  size_t current_ = 0;          // entry of the step being run
+  bool capture_next_ = false;
+  uint64_t generation_ = 0;     // scratch + device memory generation the entries were made at
+};
+
+}  // namespace strata::model
