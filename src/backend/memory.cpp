@@ -26,6 +26,19 @@ std::string device_name(Device device) {
   return device_label(device);
 }
 
+DeviceInfo device_info(Device device) {
+  DeviceInfo info;
+  info.name = device_name(device);
+#ifdef STRATA_HAVE_CUDA
+  if (device == Device::kCuda) {
+    info.total_bytes = cuda::device_memory_bytes();
+    info.free_bytes = cuda::device_free_bytes();
+    info.peak_bandwidth = cuda::device_peak_bandwidth_bytes();
+  }
+#endif
+  return info;
+}
+
 const char* device_label(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
 
 Device parse_device(const std::string& name) {
@@ -86,6 +99,13 @@ void copy_from_host(const void* src, const Tensor& dst) {
   host.data = const_cast<void*>(src);
   host.device = Device::kCpu;
   copy(host, dst);
+}
+
+void copy_to_host(const Tensor& src, void* dst) {
+  Tensor host = src;
+  host.data = dst;
+  host.device = Device::kCpu;
+  copy(src, host);
 }
 
 void synchronize(Device device) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "core/tensor.h"
 
@@ -15,6 +16,15 @@ std::string device_name(Device device);
 // "cpu" or "cuda" (also accepted by parse_device, plus "auto": CUDA when available, else the CPU).
 const char* device_label(Device device);
 Device parse_device(const std::string& name);
+
+// Memory and bandwidth of a device, for reports (zeros where unknown, e.g. the CPU's bandwidth).
+struct DeviceInfo {
+  std::string name;
+  size_t total_bytes = 0;
+  size_t free_bytes = 0;
+  double peak_bandwidth = 0.0;  // bytes/s
+};
+DeviceInfo device_info(Device device);
 
 class Buffer {
  public:
@@ -39,8 +49,9 @@ class Buffer {
 // dst = src, byte for byte (same nbytes; any devices). Returns once dst may be read on its device:
 // copies that end on the host wait for the GPU.
 void copy(const Tensor& src, const Tensor& dst);
-// Copies host bytes into a device or host tensor (nbytes must match).
+// Copies host bytes into a device or host tensor, and a tensor's bytes out to host memory.
 void copy_from_host(const void* src, const Tensor& dst);
+void copy_to_host(const Tensor& src, void* dst);
 // Waits for all queued work on the device.
 void synchronize(Device device);
 

@@ -19,6 +19,7 @@ struct GenerateArgs {
   float repetition_penalty = 1.0f;
   uint64_t seed = 0;
   std::string quantize;  // "", "q4", "q8"
+  std::string device = "auto";  // cpu, cuda or auto
   int64_t ctx_size = 4096;
   bool json = false;
   bool ignore_eos = false;
@@ -28,6 +29,7 @@ int run_generate(const GenerateArgs& args);
 struct InfoArgs {
   std::string model;
   std::string quantize;
+  std::string device = "auto";
   int64_t ctx_size = 4096;
   bool json = false;
 };
@@ -54,6 +56,7 @@ struct ServeArgs {
   size_t max_body_bytes = 16 << 20;
   std::vector<std::string> alias;  // names requests may use for the model; the first is reported
   std::string quantize;
+  std::string device = "auto";
   double shutdown_timeout = 30;  // seconds generations may run on after SIGINT/SIGTERM
   std::string think_config;      // JSON file replacing the built-in think control config
 };
@@ -71,6 +74,7 @@ struct ChatArgs {
   float min_p = 0.0f;
   uint64_t seed = 0;
   std::string quantize;
+  std::string device = "auto";
   bool no_thinking = false;
 };
 int run_chat(const ChatArgs& args);

@@ -13,7 +13,7 @@ namespace strata::cli {
 
 int run_generate(const GenerateArgs& args) {
   auto tokenizer = text::Tokenizer::load(args.model);
-  auto model = model::load_model(args.model, load_options(args.quantize));
+  auto model = model::load_model(args.model, load_options(args.quantize, args.device));
 
   runtime::GenerationRequest request;
   request.prompt = tokenizer->encode(args.prompt, /*add_special_tokens=*/true);

@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   generate->add_option("--seed,-s", gen.seed);
   generate->add_option("--quantize", gen.quantize, "Quantize on load: q4 or q8 (MLX affine, group 64)")
       ->check(CLI::IsMember({"q4", "q8", "none"}));
+  generate->add_option("--device", gen.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   generate->add_option("--ctx-size,-c", gen.ctx_size)->check(CLI::PositiveNumber);
   generate->add_flag("--json", gen.json, "Print one JSON object instead of streaming text");
   generate->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at end-of-sequence tokens");
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
   auto* info_cmd = app.add_subcommand("info", "Describe a model");
   info_cmd->add_option("--model,-m", info.model, "Model directory or .gguf file (default: the built-in strata-demo)");
   info_cmd->add_option("--quantize", info.quantize)->check(CLI::IsMember({"q4", "q8", "none"}));
+  info_cmd->add_option("--device", info.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   info_cmd->add_option("--ctx-size,-c", info.ctx_size)->check(CLI::PositiveNumber);
   info_cmd->add_flag("--json", info.json);
 
@@ -64,6 +68,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--alias", serve.alias, "A model name clients may use (repeatable; the first is reported)");
   serve_cmd->add_option("--quantize", serve.quantize, "Quantize on load: q4 or q8")->check(CLI::IsMember({"q4", "q8", "none"}));
+  serve_cmd->add_option("--device", serve.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   serve_cmd->add_option("--shutdown-timeout", serve.shutdown_timeout, "Seconds generations may finish after SIGINT/SIGTERM")
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--think-config", serve.think_config,
@@ -82,6 +88,8 @@ int main(int argc, char** argv) {
   chat_cmd->add_option("--min-p", chat.min_p)->check(CLI::Range(0.0, 1.0));
   chat_cmd->add_option("--seed,-s", chat.seed);
   chat_cmd->add_option("--quantize", chat.quantize)->check(CLI::IsMember({"q4", "q8", "none"}));
+  chat_cmd->add_option("--device", chat.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   chat_cmd->add_flag("--no-thinking", chat.no_thinking, "Ask the template for answers without reasoning (enable_thinking=false)");
 
   RenderArgs render;

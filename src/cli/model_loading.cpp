@@ -1,15 +1,17 @@
-// --quantize q4|q8 → MLX affine quantization on load, group size 64 (MLX's default).
+// --quantize q4|q8 → MLX affine quantization on load, group size 64 (MLX's default); --device.
 #include "cli/model_loading.h"
 
 #include <cstdlib>
 #include <filesystem>
 
+#include "backend/memory.h"
 #include "core/error.h"
 
 namespace strata::cli {
 
-model::LoadOptions load_options(const std::string& quantize) {
+model::LoadOptions load_options(const std::string& quantize, const std::string& device) {
   model::LoadOptions options;
+  options.device = backend::parse_device(device);
   if (quantize.empty() || quantize == "none") return options;
   if (quantize == "q4") {
     options.quantize = formats::QuantParams{4, 64};

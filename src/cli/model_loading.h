@@ -1,4 +1,5 @@
-// Shared by the commands that load a model: --quantize parsing, load options, the default model.
+// Shared by the commands that load a model: --quantize and --device parsing, load options, the
+// default model.
 #pragma once
 
 #include <string>
@@ -7,7 +8,8 @@
 
 namespace strata::cli {
 
-model::LoadOptions load_options(const std::string& quantize);  // "", "q4", "q8"
+// quantize: "", "q4", "q8"; device: "cpu", "cuda" or "auto".
+model::LoadOptions load_options(const std::string& quantize, const std::string& device);
 
 // The model to use when no --model is given: $STRATA_MODEL, else the built-in strata-demo
 // (models/strata-demo next to the binary's parent folder, i.e. the repository, or in the source

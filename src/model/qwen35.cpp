@@ -27,14 +27,6 @@ using backend::Weight;
 constexpr int64_t kRecurrentMaxTokens = 8;
 constexpr float kL2NormEps = 1e-6f;
 
-// A host tensor over `data` shaped like t (for reading small device results).
-Tensor host_view(void* data, const Tensor& t) {
-  Tensor h = t;
-  h.data = data;
-  h.device = Device::kCpu;
-  return h;
-}
-
 struct AttentionMixer {
   Weight q, k, v, o;  // q: [Hq · 2D, H], query and gate interleaved per head
   Tensor q_norm, k_norm;
@@ -228,8 +220,8 @@ class Qwen35Model final : public Model {
     // The routing decides which experts run at all: it is read on the host.
     routed_ids_.resize(static_cast<size_t>(T * K));
     routed_weights_.resize(static_cast<size_t>(T * K));
-    backend::copy(ids, host_view(routed_ids_.data(), ids));
-    backend::copy(weights, host_view(routed_weights_.data(), weights));
+    backend::copy_to_host(ids, routed_ids_.data());
+    backend::copy_to_host(weights, routed_weights_.data());
     const int32_t* pid = routed_ids_.data();
     const float* pw = routed_weights_.data();
     for (int64_t e = 0; e < E; ++e) {

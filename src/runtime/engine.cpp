@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/ops.h"
 #include "core/error.h"
 #include "runtime/sequence.h"
 
@@ -21,6 +22,10 @@ const char* finish_reason_name(FinishReason reason) {
 Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
     : model_(std::move(model)), options_(options),
       logits_(DType::kF32, {model_->config().vocab_size}) {
+  if (model_->device() != Device::kCpu) {
+    device_logits_ = backend::Buffer(model_->device(), DType::kF32, {model_->config().vocab_size});
+    device_token_ = backend::Buffer(model_->device(), DType::kI32, {1});
+  }
   check(options_.context_size > 0 && options_.prefill_chunk > 0, ErrorKind::kInvalidInput,
         "context size and prefill chunk must be positive");
 }
@@ -41,11 +46,15 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   Sampler sampler(request.sampling);
   std::vector<int32_t> history = request.prompt;
   const std::span<float> logits(logits_.as<float>(), static_cast<size_t>(V));
+  // GPU models write logits on the device; only what the sampler needs comes back: the token id
+  // for plain greedy decoding, the whole row otherwise.
+  const bool on_device = !device_logits_.empty();
+  const Tensor& step_logits = on_device ? device_logits_.view() : logits_.view();
 
   const auto t0 = Clock::now();
   for (int64_t pos = 0; pos < prompt_len; pos += options_.prefill_chunk) {
     const int64_t n = std::min(options_.prefill_chunk, prompt_len - pos);
-    seq.forward(*model_, std::span<const int32_t>(request.prompt).subspan(pos, n), logits_, false);
+    seq.forward(*model_, std::span<const int32_t>(request.prompt).subspan(pos, n), step_logits, false);
   }
   const auto t1 = Clock::now();
   result.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -68,9 +77,20 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   check(request.top_logprobs <= 20, ErrorKind::kInvalidInput, "top_logprobs must be at most 20");
   const bool want_logprobs = request.top_logprobs >= 0 && request.on_logprob;
   TokenLogprob logprob;
-  while (static_cast<int64_t>(result.tokens.size()) < budget) {
+  const bool greedy_on_device = on_device && !want_logprobs && sampler.plain_greedy();
+  auto next_token = [&]() {
+    if (greedy_on_device) {
+      int32_t id = 0;
+      backend::argmax(device_logits_.view().reshaped({1, V}), device_token_.view());
+      backend::copy_to_host(device_token_.view(), &id);
+      return id;
+    }
+    if (on_device) backend::copy(device_logits_.view(), logits_.view());
     if (want_logprobs) log_softmax(logits);  // before the sampler edits the logits
-    const int32_t token = sampler.sample(logits, history);
+    return sampler.sample(logits, history);
+  };
+  while (static_cast<int64_t>(result.tokens.size()) < budget) {
+    const int32_t token = next_token();
     if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) != request.stop_ids.end()) {
       result.finish_reason = FinishReason::kStop;
       break;
@@ -100,7 +120,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
       break;
     }
     if (!more) break;  // budget spent: no need to run the model for a token we will not sample
-    seq.forward(*model_, feed, logits_, false);
+    seq.forward(*model_, feed, step_logits, false);
   }
   result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return result;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/memory.h"
 #include "core/tensor.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
@@ -84,7 +85,9 @@ class Engine {
  private:
   std::unique_ptr<model::Model> model_;
   EngineOptions options_;
-  HostTensor logits_;
+  HostTensor logits_;              // the last logits on the host (what the sampler reads)
+  backend::Buffer device_logits_;  // where a GPU model writes them (empty for CPU models)
+  backend::Buffer device_token_;   // I32 [1]: the greedy token picked on the GPU
   void log_softmax(std::span<const float> logits);
   void fill_logprob(int32_t token, int top, TokenLogprob& out) const;
 

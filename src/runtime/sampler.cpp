@@ -33,6 +33,11 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
   }
 }
 
+bool Sampler::plain_greedy() const {
+  return params_.temperature <= 0.0f && params_.repetition_penalty == 1.0f && params_.presence_penalty == 0.0f &&
+         params_.frequency_penalty == 0.0f && params_.logit_bias.empty();
+}
+
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
   check(!logits.empty(), ErrorKind::kInternal, "sample: empty logits");
   apply_penalties(logits, history);

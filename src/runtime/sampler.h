@@ -29,6 +29,8 @@ class Sampler {
   // logits is modified in place. history: the prompt and the generated tokens (for penalties).
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
   const SamplingParams& params() const { return params_; }
+  // Greedy with nothing that edits the logits first: the token is their argmax.
+  bool plain_greedy() const;
 
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history);

@@ -106,16 +106,26 @@ constexpr size_t smem_bytes() {
 
 // Copies rows [start, start + kTileKeys) of one KV head of a cache into a tile; rows outside
 // [lo, hi] become zeros (they may be unwritten memory, and a zero value row times p = 0 stays 0).
-template <int D, int kThreads>
-__device__ inline void load_tile(float* tile, const float* cache, const Params& p, int kvh, int start, int lo,
-                                 int hi) {
-  constexpr int kChunksPerRow = D / 4;
-  for (int c = threadIdx.x; c < kTileKeys * kChunksPerRow; c += kThreads) {
-    const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 4;
+// Each warp copies whole rows, 32 lanes side by side (several rows at once when a row has fewer
+// than 32 chunks of 16 bytes), so the address arithmetic is paid once per row, not per chunk.
+template <int D, int kWarps>
+__device__ inline void load_tile(float* tile, const float* head, int64_t row_stride, int start, int lo, int hi) {
+  constexpr int kChunks = D / 4;
+  constexpr int kRowsPerPass = kChunks < 32 && 32 % kChunks == 0 ? 32 / kChunks : 1;
+  constexpr int kLaneChunks = (kChunks + 31) / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int chunk = kRowsPerPass > 1 ? lane % kChunks : lane;
+  for (int r = warp * kRowsPerPass + (kRowsPerPass > 1 ? lane / kChunks : 0); r < kTileKeys;
+       r += kWarps * kRowsPerPass) {
     const int key = start + r;
     const bool in = key >= lo && key <= hi;
-    const float* src = in ? cache + (static_cast<int64_t>(key) * p.Hkv + kvh) * D + col : cache;
-    cp_async16(tile + r * (D + 4) + col, src, in ? 16 : 0);
+    const float* src = head + (in ? key : 0) * row_stride;
+    float* dst = tile + r * (D + 4);
+#pragma unroll
+    for (int i = 0; i < kLaneChunks; ++i) {
+      const int c = (chunk + 32 * i) * 4;
+      if (chunk + 32 * i < kChunks) cp_async16(dst + c, src + c, in ? 16 : 0);
+    }
   }
 }
 
@@ -222,9 +232,12 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
                             : p.q;
     cp_async16(qs + r * kStride + col, src, real ? 16 : 0);
   }
-  load_tile<D, kThreads>(ks, p.k, p, kvh, lo, lo, hi);
+  const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
+  const float* const k_head = p.k + static_cast<int64_t>(kvh) * D;
+  const float* const v_head = p.v + static_cast<int64_t>(kvh) * D;
+  load_tile<D, kWarps>(ks, k_head, row_stride, lo, lo, hi);
   cp_async_commit();
-  load_tile<D, kThreads>(vs, p.v, p, kvh, lo, lo, hi);
+  load_tile<D, kWarps>(vs, v_head, row_stride, lo, lo, hi);
   cp_async_commit();
 
   float m[kRowsPerLane], l[kRowsPerLane];
@@ -300,7 +313,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
       }
     }
     __syncthreads();  // every warp is done with this K tile
-    if (tile + 1 < tiles) load_tile<D, kThreads>(ks, p.k, p, kvh, start + kTileKeys, lo, hi);
+    if (tile + 1 < tiles) load_tile<D, kWarps>(ks, k_head, row_stride, start + kTileKeys, lo, hi);
     cp_async_commit();
     cp_async_wait<1>();  // V of this tile landed; the next K may still be in flight
     __syncthreads();
@@ -331,7 +344,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
       }
     }
     __syncthreads();  // every warp is done with this V tile and its P
-    if (tile + 1 < tiles) load_tile<D, kThreads>(vs, p.v, p, kvh, start + kTileKeys, lo, hi);
+    if (tile + 1 < tiles) load_tile<D, kWarps>(vs, v_head, row_stride, start + kTileKeys, lo, hi);
     cp_async_commit();
   }
   cp_async_wait<0>();
@@ -348,20 +361,23 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
   }
 }
 
-// Merges the splits of one output row with the log-sum-exp rule. The warps of a block take every
-// kMergeWarps-th split (many splits per row in decode: the loads must overlap), lanes the columns.
-constexpr int kMergeWarps = 8;
+// Merges the splits of one output row with the log-sum-exp rule. A block takes one row and one slab
+// of 32 · kVec columns; its warps take every kMergeWarps-th split, so that the loads of many splits
+// (over a hundred in long decodes) are in flight at once.
+constexpr int kMergeWarps = 16;
 
 template <int D>
 __global__ void __launch_bounds__(32 * kMergeWarps)
     merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml, int splits, int rows,
                  float* __restrict__ out) {
-  constexpr int kVec = vec_width<D>(), kCols = D / (32 * kVec);
-  __shared__ float partial[kMergeWarps][D];
+  constexpr int kVec = vec_width<D>(), kSlab = 32 * kVec;
+  __shared__ float red[kMergeWarps];
+  __shared__ __align__(16) float partial[kMergeWarps][kSlab];
   const int row = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int col = blockIdx.y * kSlab + lane * kVec;
+
   float m = kNegInf;
   for (int s = threadIdx.x; s < splits; s += blockDim.x) m = fmaxf(m, part_ml[static_cast<int64_t>(s) * rows + row].x);
-  __shared__ float red[kMergeWarps];
   for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
   if (lane == 0) red[warp] = m;
   __syncthreads();
@@ -369,34 +385,34 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   for (int w = 1; w < kMergeWarps; ++w) m = fmaxf(m, red[w]);
   const float m_use = m == kNegInf ? 0.0f : m;
 
-  float o[kCols * kVec] = {};
-  float l = 0.0f;
   // Every split's partial output is finite (zeros where it saw no key), so a weight of 0 is safe.
-#pragma unroll 4
+  float o[kVec] = {};
+  float l = 0.0f;
+#pragma unroll 8
   for (int s = warp; s < splits; s += kMergeWarps) {
     const int64_t split_row = static_cast<int64_t>(s) * rows + row;
     const float2 ml = part_ml[split_row];
     const float w = ml.x == kNegInf ? 0.0f : exp2f(ml.x - m_use);
     l += w * ml.y;
+    const Vec<kVec> x = load_vec<kVec>(part_o + split_row * D + col);
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) {
-      const Vec<kVec> x = load_vec<kVec>(part_o + split_row * D + (c * 32 + lane) * kVec);
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) o[c * kVec + e] = fmaf(w, x.x[e], o[c * kVec + e]);
-    }
+    for (int e = 0; e < kVec; ++e) o[e] = fmaf(w, x.x[e], o[e]);
   }
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) store_vec<kVec>(&partial[warp][(c * 32 + lane) * kVec], o + c * kVec);
-  __syncthreads();  // red is read above by all threads before it is reused here
+  store_vec<kVec>(&partial[warp][lane * kVec], o);
+  __syncthreads();  // every thread has read red[] for m before it is reused for l
   if (lane == 0) red[warp] = l;
   __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < kMergeWarps; ++w) total += red[w];
-  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-  for (int c = threadIdx.x; c < D; c += blockDim.x) {
-    float sum = 0.0f;
-    for (int w = 0; w < kMergeWarps; ++w) sum += partial[w][c];
-    out[static_cast<int64_t>(row) * D + c] = sum * inv;
+  if (warp == 0) {
+    float total = 0.0f, sum[kVec] = {};
+    for (int w = 0; w < kMergeWarps; ++w) {
+      total += red[w];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) sum[e] += partial[w][lane * kVec + e];
+    }
+    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) sum[e] *= inv;
+    store_vec<kVec>(out + static_cast<int64_t>(row) * D + col, sum);
   }
 }
 
@@ -412,7 +428,7 @@ int sm_count() {
 
 // Splits of the keys: enough blocks for every SM to hold as many as fit, but at least
 // kMinTilesPerSplit tiles of kv_bound each (fewer, longer splits cost less to merge).
-constexpr int64_t kMinTilesPerSplit = 2;
+constexpr int64_t kMinTilesPerSplit = 1;
 constexpr int kMaxSplits = 1024;
 
 template <int D, int kRowsPerWarp, int kWarps>
@@ -452,8 +468,9 @@ void run(Params p, int64_t kv_bound) {
   kernel<<<grid, 32 * kWarps, kSmem, s>>>(p);
   STRATA_CUDA_CHECK(cudaGetLastError());
   if (splits > 1) {
-    merge_kernel<D><<<static_cast<unsigned>(rows), 32 * kMergeWarps, 0, s>>>(p.part_o, p.part_ml, p.splits,
-                                                                               static_cast<int>(rows), p.out);
+    const dim3 merge_grid(static_cast<unsigned>(rows), D / (32 * vec_width<D>()));
+    merge_kernel<D><<<merge_grid, 32 * kMergeWarps, 0, s>>>(p.part_o, p.part_ml, p.splits, static_cast<int>(rows),
+                                                            p.out);
     STRATA_CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -25,6 +25,7 @@ namespace strata::backend::cuda {
 bool device_available();  // a CUDA device is present and usable
 std::string device_name();
 size_t device_memory_bytes();           // total global memory
+size_t device_free_bytes();             // free global memory now
 double device_peak_bandwidth_bytes();   // HBM peak from the memory clock and bus width (bytes/s)
 
 // The stream every op runs on (created on first use; non-blocking).

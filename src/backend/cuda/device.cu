@@ -32,6 +32,12 @@ std::string device_name() { return properties().name; }
 
 size_t device_memory_bytes() { return properties().totalGlobalMem; }
 
+size_t device_free_bytes() {
+  size_t free_bytes = 0, total = 0;
+  STRATA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  return free_bytes;
+}
+
 double device_peak_bandwidth_bytes() {
   int clock_khz = 0, bus_bits = 0;
   STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0));

@@ -261,21 +261,23 @@ __global__ void __launch_bounds__(kDeltaThreads) delta_rule_rows_kernel(
 // Prefill: the same rows, but each block (kRows rows of one value head) stages kTile tokens of k, q,
 // v, g and β in shared memory with cp.async, the next tile loading while this one is consumed.
 // Straight from global memory, a token's k/q would arrive only after the previous token's update
-// (the compiler sinks the prefetch), so every token would pay the full load latency.
+// (the compiler sinks the prefetch), so every token would pay the full load latency. The scalars
+// every row needs (α = e^g and k·q) are computed once per token into the tile, and the outputs
+// leave through shared memory as whole rows.
 #ifndef GDN_TILE
 #define GDN_TILE 16
-#endif
-constexpr int kTile = GDN_TILE;
-#ifndef GDN_ROWS
-#define GDN_ROWS 16
-#endif
-#ifndef GDN_G128
-#define GDN_G128 8
 #endif
 #ifndef GDN_DIRECT_MAX_T
 #define GDN_DIRECT_MAX_T 8
 #endif
-constexpr int kTiledRows = GDN_ROWS;
+#ifndef GDN_G128
+#define GDN_G128 8
+#endif
+#ifndef GDN_R
+#define GDN_R 2
+#endif
+constexpr int kTile = GDN_TILE;
+constexpr int kTiledRows = 16;
 constexpr int kDirectMaxT = GDN_DIRECT_MAX_T;
 
 __device__ inline void cp_async16(void* smem, const void* gmem) {
@@ -289,34 +291,54 @@ __device__ inline void cp_async4(void* smem, const void* gmem) {
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ inline void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
-// One stage of shared memory, in floats: k and q [kTile][kDk], v [kTile][kRows], g and β [kTile].
+// Shared memory in floats: two stages of {k, q [kTile][kDk]; v [kTile][kRows]; g (then α), β, k·q
+// [kTile]}, then the output tile [kTile][kRows].
 template <int kDk, int kRows>
 struct TileLayout {
   static constexpr int kK = 0;
   static constexpr int kQ = kTile * kDk;
   static constexpr int kV = 2 * kTile * kDk;
-  static constexpr int kGate = kV + kTile * kRows;
-  static constexpr int kBeta = kGate + kTile;
-  static constexpr int kFloats = kBeta + kTile;
-  static_assert(kFloats % 4 == 0, "stages stay 16-byte aligned");
+  static constexpr int kAlpha = kV + kTile * kRows;
+  static constexpr int kBeta = kAlpha + kTile;
+  static constexpr int kKq = kBeta + kTile;
+  static constexpr int kStage = kKq + kTile;
+  static constexpr int kOut = 2 * kStage;
+  static constexpr int kFloats = kOut + kTile * kRows;
+  static_assert(kStage % 4 == 0, "stages stay 16-byte aligned");
 };
 
-template <int kDk, int kG, int kRows>
-__global__ void __launch_bounds__(kRows * kG) delta_rule_tiled_kernel(
+// Σ p[c] as a tree (short dependency chains).
+template <int kN>
+__device__ inline float tree_sum(float (&p)[kN]) {
+#pragma unroll
+  for (int w = 1; w < kN; w *= 2)
+#pragma unroll
+    for (int c = 0; c + w < kN; c += 2 * w) p[c] += p[c + w];
+  return p[0];
+}
+
+// kR rows per thread (rows grp + r·kRows/kR of the block), so each k/q read from shared memory
+// serves kR rows: shared-memory reads, not arithmetic, bound the one-row version.
+template <int kDk, int kG, int kR, int kRows>
+__global__ void __launch_bounds__(kRows / kR * kG) delta_rule_tiled_kernel(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     const float* __restrict__ g, const float* __restrict__ beta, float* __restrict__ state,
     float* __restrict__ out, int T, int Hk, int Hv, int dv) {
   using L = TileLayout<kDk, kRows>;
-  constexpr int kThreads = kRows * kG;
+  constexpr int kGroups = kRows / kR;
+  constexpr int kThreads = kGroups * kG;
+  constexpr int kWarps = kThreads / 32;
   constexpr int kNc = kDk / (4 * kG);
-  static_assert(kNc * 4 * kG == kDk && 32 % kG == 0 && kRows % 4 == 0, "row split");
+  static_assert(kNc * 4 * kG == kDk && 32 % kG == 0 && kThreads % 32 == 0 && kRows % 4 == 0 &&
+                    kGroups * kR == kRows,
+                "row split");
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const int row0 = blockIdx.x * kRows;  // dv % kRows == 0: the block stays in one value head
   const int j = row0 / dv, i0 = row0 % dv;
   const int kh = j / (Hv / Hk);
-  const int gl = threadIdx.x % kG, lr = threadIdx.x / kG;
-  const int i = i0 + lr;
+  const int gl = threadIdx.x % kG, grp = threadIdx.x / kG;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   auto load_tile = [&](int t0, float* base) {
     const int n = min(kTile, T - t0);
@@ -333,62 +355,96 @@ __global__ void __launch_bounds__(kRows * kG) delta_rule_tiled_kernel(
       cp_async16(base + L::kV + tt * kRows + 4 * c, v + (static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i0 + 4 * c);
     }
     for (int e = threadIdx.x; e < n; e += kThreads) {
-      cp_async4(base + L::kGate + e, g + static_cast<int64_t>(t0 + e) * Hv + j);
+      cp_async4(base + L::kAlpha + e, g + static_cast<int64_t>(t0 + e) * Hv + j);
       cp_async4(base + L::kBeta + e, beta + static_cast<int64_t>(t0 + e) * Hv + j);
     }
   };
 
-  float4* srow = reinterpret_cast<float4*>(state + static_cast<int64_t>(row0 + lr) * kDk) + gl;
-  float4 s[kNc];
+  float4 s[kR][kNc];
 #pragma unroll
-  for (int c = 0; c < kNc; ++c) s[c] = srow[c * kG];
+  for (int r = 0; r < kR; ++r) {
+    const float4* srow = reinterpret_cast<const float4*>(state + static_cast<int64_t>(row0 + grp + r * kGroups) * kDk);
+#pragma unroll
+    for (int c = 0; c < kNc; ++c) s[r][c] = srow[c * kG + gl];
+  }
 
+  float* out_tile = smem + L::kOut;
   const int tiles = (T + kTile - 1) / kTile;
   load_tile(0, smem);
   cp_async_commit();
   for (int tile = 0; tile < tiles; ++tile) {
     // Stage (tile + 1) & 1 was last read in the previous iteration, before its closing barrier.
-    if (tile + 1 < tiles) load_tile((tile + 1) * kTile, smem + ((tile + 1) & 1) * L::kFloats);
+    if (tile + 1 < tiles) load_tile((tile + 1) * kTile, smem + ((tile + 1) & 1) * L::kStage);
     cp_async_commit();  // possibly empty: keeps "all but the newest group" meaning this tile
     cp_async_wait_one();
     __syncthreads();
-    const float* base = smem + (tile & 1) * L::kFloats;
+    float* base = smem + (tile & 1) * L::kStage;
     const int t0 = tile * kTile;
     const int n = min(kTile, T - t0);
-    for (int tt = 0; tt < n; ++tt) {
-      const float4* kt = reinterpret_cast<const float4*>(base + L::kK + tt * kDk) + gl;
-      const float4* qt = reinterpret_cast<const float4*>(base + L::kQ + tt * kDk) + gl;
-      float4 kc[kNc], qc[kNc];
-#pragma unroll
-      for (int c = 0; c < kNc; ++c) kc[c] = kt[c * kG], qc[c] = qt[c * kG];
-      float sk = 0.0f, sq = 0.0f, kq = 0.0f;
-#pragma unroll
-      for (int c = 0; c < kNc; ++c) {
-        sk += s[c].x * kc[c].x + s[c].y * kc[c].y + s[c].z * kc[c].z + s[c].w * kc[c].w;
-        sq += s[c].x * qc[c].x + s[c].y * qc[c].y + s[c].z * qc[c].z + s[c].w * qc[c].w;
-        kq += kc[c].x * qc[c].x + kc[c].y * qc[c].y + kc[c].z * qc[c].z + kc[c].w * qc[c].w;
-      }
-#pragma unroll
-      for (int offset = kG / 2; offset > 0; offset /= 2) {
-        sk += __shfl_xor_sync(0xffffffffu, sk, offset);
-        sq += __shfl_xor_sync(0xffffffffu, sq, offset);
-        kq += __shfl_xor_sync(0xffffffffu, kq, offset);
-      }
-      const float alpha = expf(base[L::kGate + tt]);
-      const float u = base[L::kBeta + tt] * (base[L::kV + tt * kRows + lr] - alpha * sk);
-      if (gl == 0) out[(static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i] = alpha * sq + u * kq;
-#pragma unroll
-      for (int c = 0; c < kNc; ++c) {
-        s[c].x = fmaf(u, kc[c].x, alpha * s[c].x);
-        s[c].y = fmaf(u, kc[c].y, alpha * s[c].y);
-        s[c].z = fmaf(u, kc[c].z, alpha * s[c].z);
-        s[c].w = fmaf(u, kc[c].w, alpha * s[c].w);
+    for (int tt = warp; tt < n; tt += kWarps) {
+      float kq = 0.0f;
+      for (int e = lane; e < kDk; e += 32) kq += base[L::kK + tt * kDk + e] * base[L::kQ + tt * kDk + e];
+      kq = warp_sum(kq);
+      if (lane == 0) {
+        base[L::kKq + tt] = kq;
+        base[L::kAlpha + tt] = expf(base[L::kAlpha + tt]);
       }
     }
     __syncthreads();
+#pragma unroll 2
+    for (int tt = 0; tt < n; ++tt) {
+      float4 kc[kNc], qc[kNc];
+#pragma unroll
+      for (int c = 0; c < kNc; ++c) {
+        kc[c] = reinterpret_cast<const float4*>(base + L::kK + tt * kDk)[c * kG + gl];
+        qc[c] = reinterpret_cast<const float4*>(base + L::kQ + tt * kDk)[c * kG + gl];
+      }
+      float sk[kR], sq[kR];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        float skp[kNc], sqp[kNc];
+#pragma unroll
+        for (int c = 0; c < kNc; ++c) {
+          const float4 x = s[r][c];
+          skp[c] = x.x * kc[c].x + x.y * kc[c].y + x.z * kc[c].z + x.w * kc[c].w;
+          sqp[c] = x.x * qc[c].x + x.y * qc[c].y + x.z * qc[c].z + x.w * qc[c].w;
+        }
+        sk[r] = tree_sum(skp), sq[r] = tree_sum(sqp);
+      }
+#pragma unroll
+      for (int offset = kG / 2; offset > 0; offset /= 2)
+#pragma unroll
+        for (int r = 0; r < kR; ++r) {
+          sk[r] += __shfl_xor_sync(0xffffffffu, sk[r], offset);
+          sq[r] += __shfl_xor_sync(0xffffffffu, sq[r], offset);
+        }
+      const float alpha = base[L::kAlpha + tt], b = base[L::kBeta + tt], kq = base[L::kKq + tt];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const int row = grp + r * kGroups;
+        const float u = b * (base[L::kV + tt * kRows + row] - alpha * sk[r]);
+        if (gl == 0) out_tile[tt * kRows + row] = alpha * sq[r] + u * kq;
+#pragma unroll
+        for (int c = 0; c < kNc; ++c) {
+          s[r][c].x = fmaf(u, kc[c].x, alpha * s[r][c].x);
+          s[r][c].y = fmaf(u, kc[c].y, alpha * s[r][c].y);
+          s[r][c].z = fmaf(u, kc[c].z, alpha * s[r][c].z);
+          s[r][c].w = fmaf(u, kc[c].w, alpha * s[r][c].w);
+        }
+      }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < n * kRows; e += kThreads) {
+      const int tt = e / kRows, r = e % kRows;
+      out[(static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i0 + r] = out_tile[e];
+    }
   }
 #pragma unroll
-  for (int c = 0; c < kNc; ++c) srow[c * kG] = s[c];
+  for (int r = 0; r < kR; ++r) {
+    float4* srow = reinterpret_cast<float4*>(state + static_cast<int64_t>(row0 + grp + r * kGroups) * kDk);
+#pragma unroll
+    for (int c = 0; c < kNc; ++c) srow[c * kG + gl] = s[r][c];
+  }
 }
 
 // Any dk ≤ 256 and any alignment: a warp per row, lane l owning elements l + 32·e, e < 8, with the
@@ -450,11 +506,11 @@ void launch_delta_rows(const float* q, const float* k, const float* v, const flo
                                                                           Hk, Hv, dv);
 }
 
-template <int kDk, int kG, int kRows>
+template <int kDk, int kG, int kR, int kRows>
 void launch_delta_tiled(const float* q, const float* k, const float* v, const float* g, const float* beta,
                         float* state, float* out, int T, int Hk, int Hv, int dv) {
-  constexpr size_t kSmem = 2 * TileLayout<kDk, kRows>::kFloats * sizeof(float);
-  auto* kernel = delta_rule_tiled_kernel<kDk, kG, kRows>;
+  constexpr size_t kSmem = TileLayout<kDk, kRows>::kFloats * sizeof(float);
+  auto* kernel = delta_rule_tiled_kernel<kDk, kG, kR, kRows>;
   if constexpr (kSmem > 48 * 1024) {  // once, on the first (eager) call
     static const bool raised = [&] {
       STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -463,7 +519,7 @@ void launch_delta_tiled(const float* q, const float* k, const float* v, const fl
     (void)raised;
   }
   const unsigned blocks = static_cast<unsigned>(static_cast<int64_t>(Hv) * dv / kRows);
-  kernel<<<blocks, kRows * kG, kSmem, stream()>>>(q, k, v, g, beta, state, out, T, Hk, Hv, dv);
+  kernel<<<blocks, kRows / kR * kG, kSmem, stream()>>>(q, k, v, g, beta, state, out, T, Hk, Hv, dv);
 }
 
 }  // namespace
@@ -531,15 +587,15 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
   const bool vec = aligned16(pq) && aligned16(pk) && aligned16(S);
   const bool tiled = T > kDirectMaxT && vec && aligned16(pv) && dv % kTiledRows == 0;
   if (tiled && dk == 128) {
-    launch_delta_tiled<128, GDN_G128, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+    launch_delta_tiled<128, GDN_G128, GDN_R, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
   } else if (tiled && dk == 64) {
-    launch_delta_tiled<64, 8, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+    launch_delta_tiled<64, 8, 2, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
   } else if (tiled && dk == 32) {
-    launch_delta_tiled<32, 8, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+    launch_delta_tiled<32, 8, 2, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
   } else if (tiled && dk == 16) {
-    launch_delta_tiled<16, 4, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+    launch_delta_tiled<16, 4, 2, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
   } else if (tiled && dk == 256) {
-    launch_delta_tiled<256, 16, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+    launch_delta_tiled<256, 16, 2, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
   } else if (vec && dk == 128) {
     launch_delta_rows<128, 8>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
   } else if (vec && dk == 64) {

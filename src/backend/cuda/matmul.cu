@@ -1,12 +1,12 @@
 // matmul on the GPU for few activation rows (decode, and speculative verify up to 8 rows): each
 // warp streams 4 or 8 weight rows once with 16-byte loads and keeps up to 8 dot products per row in
 // registers. MLX affine weights (4 or 8 bits, groups of 32/64/128) stay packed in memory and are
-// dequantized in registers: Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group. Larger T runs in slices of 8
-// (a tensor-core GEMM for prefill comes later).
+// dequantized in registers: Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group. More rows go to gemm.cu.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm.h"
 
 namespace strata::backend::cuda {
 
@@ -162,6 +162,10 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
   const int64_t N = w.rows(), K = w.cols();
   const int64_t rows = x.numel() / K;
   const unsigned blocks = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  if (rows > kMaxRows) {
+    gemm(x, w, out);
+    return;
+  }
   const float* xs = x.as<const float>();
   float* o = out.as<float>();
   for (int64_t t0 = 0; t0 < rows; t0 += kMaxRows) {
