@@ -48,9 +48,9 @@ double bench(const Shape2& s, int bits, int copies) {
   cudaEventCreate(&a);
   cudaEventCreate(&b);
   const int reps = 20 * copies;
-  cudaEventRecord(a);
+  cudaEventRecord(a, backend::cuda::stream());
   for (int i = 0; i < reps; ++i) backend::matmul(dx.view, ws[i % copies], dout.view);
-  cudaEventRecord(b);
+  cudaEventRecord(b, backend::cuda::stream());
   cudaEventSynchronize(b);
   float ms = 0;
   cudaEventElapsedTime(&ms, a, b);

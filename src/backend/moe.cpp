@@ -11,13 +11,14 @@ using detail::require_f32;
 
 #ifdef STRATA_HAVE_CUDA
 namespace {
-// Host index lists for a CUDA op, staged into the MoE workspace in stream order.
+// Host index lists for a CUDA op, staged into the MoE workspace in stream order. Every call asks
+// for room for both lists of n entries, so the second never grows (and frees) what the first wrote.
 Tensor stage(const void* data, DType dtype, size_t n, size_t offset_bytes) {
   Tensor t;
   t.dtype = dtype;
   t.shape = Shape{static_cast<int64_t>(n)};
   t.device = Device::kCuda;
-  t.data = static_cast<char*>(cuda::workspace(cuda::WorkspaceSlot::kMoe, offset_bytes + 2 * n * 4 + 256)) +
+  t.data = static_cast<char*>(cuda::workspace(cuda::WorkspaceSlot::kMoe, 2 * n * 4 + 256)) +
            offset_bytes;
   cuda::copy(data, Device::kCpu, t.data, Device::kCuda, n * 4);
   return t;

@@ -16,6 +16,16 @@ void require_i32(const char* op, const Tensor& t, int64_t n) {
   check(t.dtype == DType::kI32 && t.numel() == n, ErrorKind::kInternal, "op {}: expected I32 [{}], got {} {}", op, n,
         dtype_name(t.dtype), t.shape.str());
 }
+// What the CUDA matmul kernels take: F32, or MLX affine 4/8-bit codes in groups of 32/64/128.
+void check_cuda_weight(const Weight& w) {
+  check(w.w.dtype == DType::kF32 ||
+            (w.quantized() && (w.bits == 4 || w.bits == 8) &&
+             (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) && w.scales.device == w.w.device &&
+             w.biases.device == w.w.device && w.scales.dtype == DType::kF32 && w.biases.dtype == DType::kF32),
+        ErrorKind::kUnsupported, "CUDA matmul: {}-bit weights with groups of {} are not supported", w.bits,
+        w.group_size);
+}
+
 std::span<const int32_t> host_ints(const Tensor& t) {
   return {t.as<const int32_t>(), static_cast<size_t>(t.numel())};
 }
@@ -42,16 +52,28 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
   check(x.dim(-1) == w.cols() && out.dim(-1) == w.rows() && x.numel() / x.dim(-1) == out.numel() / out.dim(-1),
         ErrorKind::kInternal, "matmul: x {} · w [{}, {}] -> out {}", x.shape.str(), w.rows(), w.cols(),
         out.shape.str());
-  if (d == Device::kCuda) {
-    check(w.w.dtype == DType::kF32 ||
-              (w.quantized() && (w.bits == 4 || w.bits == 8) &&
-               (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) && w.scales.device == d &&
-               w.biases.device == d && w.scales.dtype == DType::kF32 && w.biases.dtype == DType::kF32),
-          ErrorKind::kUnsupported, "CUDA matmul: {}-bit weights with groups of {} are not supported", w.bits,
-          w.group_size);
-  }
+  if (d == Device::kCuda) check_cuda_weight(w);
   STRATA_CUDA_DISPATCH("matmul", d, cuda::matmul(x, w, out));
   cpu::matmul(x, w, out);
+}
+
+void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs) {
+  check(!ws.empty() && ws.size() == outs.size(), ErrorKind::kInternal, "matmul_group: {} weights, {} outputs",
+        ws.size(), outs.size());
+  const Device d = placement("matmul_group", {&x, &ws[0]->w});
+  if (d == Device::kCuda) {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      check(ws[i]->w.device == d && outs[i].device == d && ws[i]->cols() == x.dim(-1) &&
+                outs[i].dim(-1) == ws[i]->rows() && outs[i].numel() / outs[i].dim(-1) == x.numel() / x.dim(-1),
+            ErrorKind::kInternal, "matmul_group: weight {} [{}, {}] for x {} -> out {}", i, ws[i]->rows(),
+            ws[i]->cols(), x.shape.str(), outs[i].shape.str());
+      require_f32("matmul_group", outs[i]);
+      check_cuda_weight(*ws[i]);
+    }
+    require_f32("matmul_group", x);
+    STRATA_CUDA_DISPATCH("matmul", d, cuda::matmul_group(x, ws, outs));
+  }
+  for (size_t i = 0; i < ws.size(); ++i) matmul(x, *ws[i], outs[i]);
 }
 
 void add_bias(const Tensor& x, const Tensor& bias) {

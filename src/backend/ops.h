@@ -21,6 +21,10 @@ void embedding(const Weight& table, const Tensor& ids, const Tensor& out);
 // out = x · wᵀ (x: [T, K], w: [N, K], out: [T, N]), float or quantized w.
 void matmul(const Tensor& x, const Weight& w, const Tensor& out);
 
+// outs[i] = x · ws[i]ᵀ for weights that share the input (q/k/v, gate/up, the GDN input
+// projections): one launch where the device can fuse them (decode on CUDA), else one each.
+void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs);
+
 // x[t, :] += bias (bias: [N]).
 void add_bias(const Tensor& x, const Tensor& bias);
 

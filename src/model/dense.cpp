@@ -84,9 +84,9 @@ class DenseModel final : public Model {
     for (int64_t l = 0; l < config_.num_layers; ++l) {
       const Layer& L = layers_[l];
       ops::rms_norm(x, L.input_norm, eps, false, h);
-      ops::matmul(h, L.q, q2);
-      ops::matmul(h, L.k, k2);
-      ops::matmul(h, L.v, v2);
+      const backend::Weight* qkv[] = {&L.q, &L.k, &L.v};
+      const Tensor qkv_out[] = {q2, k2, v2};
+      ops::matmul_group(h, qkv, qkv_out);
       if (L.q_bias) ops::add_bias(q2, *L.q_bias);
       if (L.k_bias) ops::add_bias(k2, *L.k_bias);
       if (L.v_bias) ops::add_bias(v2, *L.v_bias);
@@ -103,8 +103,9 @@ class DenseModel final : public Model {
       ops::matmul(attn, L.o, proj);
       ops::add(x, proj);
       ops::rms_norm(x, L.post_norm, eps, false, h);
-      ops::matmul(h, L.gate, gate);
-      ops::matmul(h, L.up, up);
+      const backend::Weight* gate_up[] = {&L.gate, &L.up};
+      const Tensor gate_up_out[] = {gate, up};
+      ops::matmul_group(h, gate_up, gate_up_out);
       ops::silu_mul(gate, up, act);
       ops::matmul(act, L.down, proj);
       ops::add(x, proj);

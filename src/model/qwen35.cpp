@@ -152,11 +152,11 @@ class Qwen35Model final : public Model {
     Tensor q = s_.get(kAttnQ, {T * Hq, D}), gate = s_.get(kAttnGate, {T * Hq, D});
     Tensor k = s_.get(kAttnK, {T, Hkv * D}), v = s_.get(kAttnV, {T, Hkv * D});
     Tensor o = s_.get(kAttnOut, {T, Hq * D});
-    ops::matmul(h, A.q, p);
+    const Weight* qkv[] = {&A.q, &A.k, &A.v};
+    const Tensor qkv_out[] = {p, k, v};
+    ops::matmul_group(h, qkv, qkv_out);
     const Tensor parts[] = {q, gate};
     ops::split_columns(p.reshaped({T * Hq, 2 * D}), parts);
-    ops::matmul(h, A.k, k);
-    ops::matmul(h, A.v, v);
     ops::rms_norm(q, A.q_norm, eps_, layout_.one_plus_norm, q);
     ops::rms_norm(k.reshaped({T * Hkv, D}), A.k_norm, eps_, layout_.one_plus_norm, k.reshaped({T * Hkv, D}));
     ops::rope(q.reshaped({T, Hq, D}), step.positions, rope_);
@@ -183,10 +183,9 @@ class Qwen35Model final : public Model {
     Tensor q = s_.get(kLinQ, {T, Ck}), k = s_.get(kLinK, {T, Ck}), v = s_.get(kLinV, {T, Cv});
     Tensor g = s_.get(kLinG, {T, c.value_heads}), beta = s_.get(kLinBeta, {T, c.value_heads});
     Tensor o = s_.get(kLinO, {T, Cv}), y = s_.get(kLinY, {T, Cv});
-    ops::matmul(h, M.qkv, cq);
-    ops::matmul(h, M.z, z);
-    ops::matmul(h, M.b, b);
-    ops::matmul(h, M.a, a);
+    const Weight* in[] = {&M.qkv, &M.z, &M.b, &M.a};
+    const Tensor in_out[] = {cq, z, b, a};
+    ops::matmul_group(h, in, in_out);
     ops::causal_conv1d_silu(cq, M.conv, state.buffers[L.state].tensor.view(), u);
     const Tensor parts[] = {q, k, v};
     ops::split_columns(u, parts);
@@ -253,8 +252,9 @@ class Qwen35Model final : public Model {
               size_t slot) {
     const int64_t T = x.dim(0), I = gate.rows();
     Tensor g = s_.get(slot, {T, I}), u = s_.get(slot + 1, {T, I}), act = s_.get(slot + 2, {T, I});
-    ops::matmul(x, gate, g);
-    ops::matmul(x, up, u);
+    const Weight* gate_up[] = {&gate, &up};
+    const Tensor gate_up_out[] = {g, u};
+    ops::matmul_group(x, gate_up, gate_up_out);
     ops::silu_mul(g, u, act);
     ops::matmul(act, down, out);
   }

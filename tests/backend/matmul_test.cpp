@@ -74,6 +74,19 @@ TEST(FloatMatmul, MatchesReference) {
   }
 }
 
+TEST(MatmulGroup, EachOutputEqualsItsOwnMatmul) {
+  HostTensor a = random_matrix(6, 32, 11), b = random_matrix(3, 32, 12), x = random_matrix(2, 32, 13);
+  const backend::Weight wa{a.view(), {}, {}, 0, 0}, wb{b.view(), {}, {}, 0, 0};
+  HostTensor oa(DType::kF32, {2, 6}), ob(DType::kF32, {2, 3}), ra(DType::kF32, {2, 6}), rb(DType::kF32, {2, 3});
+  const backend::Weight* ws[] = {&wa, &wb};
+  const Tensor outs[] = {oa.view(), ob.view()};
+  backend::matmul_group(x, ws, outs);
+  backend::matmul(x, wa, ra);
+  backend::matmul(x, wb, rb);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(oa.as<float>()[i], ra.as<float>()[i]);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(ob.as<float>()[i], rb.as<float>()[i]);
+}
+
 TEST(QuantizedEmbedding, LooksUpDequantizedRows) {
   HostTensor table = random_matrix(10, 64, 5);
   formats::QuantizedMatrix q = formats::quantize_affine(table, {4, 32});

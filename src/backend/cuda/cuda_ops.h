@@ -75,6 +75,7 @@ uint64_t workspace_generation();
 
 void embedding(const Weight& table, const Tensor& ids, const Tensor& out);
 void matmul(const Tensor& x, const Weight& w, const Tensor& out);
+void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs);
 void add_bias(const Tensor& x, const Tensor& bias);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);
 void rope(const Tensor& x, const Tensor& positions, const RopeParams& params);

@@ -4,6 +4,8 @@
 // dequantized in registers: Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group. More rows go to gemm.cu.
 #include <cuda_runtime.h>
 
+#include <span>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
@@ -46,15 +48,41 @@ __device__ inline float chunk_dot(const uint4 c, const float* x) {
 // blocks.
 constexpr int64_t kTallRows = 65536;
 
+// Up to kMaxSegments weights that share the activations (q/k/v, gate/up, the GDN input
+// projections) run in one launch: block b serves the segment whose block range holds it.
+constexpr int kMaxSegments = 4;
+struct Segment {
+  const uint4* codes;
+  const float* scales;
+  const float* biases;
+  float* out;
+  int64_t n;           // rows
+  unsigned first_block;
+};
+struct Segments {
+  Segment s[kMaxSegments];
+  int count;
+};
+
 // kT: the activation rows this instance is compiled for (1: decode, without the row loop's checks;
 // kMaxRows: 2 to 8 rows, checked against T at run time).
 template <int kBits, int kT, int kRowsPerWarp>
-__global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const uint4* __restrict__ codes,
-                                   const float* __restrict__ scales, const float* __restrict__ biases, int64_t N,
-                                   int64_t K, int group_size, float* __restrict__ out) {
+__global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Segments segments, int64_t K,
+                                   int group_size) {
+  int si = 0;
+#pragma unroll
+  for (int i = 1; i < kMaxSegments; ++i)
+    if (i < segments.count && blockIdx.x >= segments.s[i].first_block) si = i;
+  const Segment& seg = segments.s[si];
+  const uint4* __restrict__ codes = seg.codes;
+  const float* __restrict__ scales = seg.scales;
+  const float* __restrict__ biases = seg.biases;
+  float* __restrict__ out = seg.out;
+  const int64_t N = seg.n;
   constexpr int kPerChunk = 128 / kBits;  // elements in 16 bytes
   const int lane = threadIdx.x % 32;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * kRowsPerWarp;
+  const int64_t n0 =
+      (static_cast<int64_t>(blockIdx.x - seg.first_block) * kWarpsPerBlock + threadIdx.x / 32) * kRowsPerWarp;
   if (n0 >= N) return;
   const int rows = static_cast<int>(N - n0 < kRowsPerWarp ? N - n0 : kRowsPerWarp);
   const int64_t chunks = K / kPerChunk, groups = K / group_size;
@@ -129,56 +157,84 @@ __global__ void gemv_float_kernel(const float* __restrict__ x, int T, const floa
 }
 
 template <int kBits, int kT, int kRowsPerWarp>
-void launch_affine_rows(const Weight& w, const float* x, int T, int64_t N, int64_t K, float* out) {
+void launch_affine_rows(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, int T,
+                        int64_t K) {
   const int64_t rows_per_block = int64_t{kWarpsPerBlock} * kRowsPerWarp;
-  const unsigned blocks = static_cast<unsigned>((N + rows_per_block - 1) / rows_per_block);
-  gemv_affine_kernel<kBits, kT, kRowsPerWarp><<<blocks, 32 * kWarpsPerBlock, 0, stream()>>>(x, T, static_cast<const uint4*>(w.w.data),
-                                                                 w.scales.as<const float>(), w.biases.as<const float>(),
-                                                                 N, K, w.group_size, out);
+  Segments segs{};
+  segs.count = static_cast<int>(ws.size());
+  unsigned blocks = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const Weight& w = *ws[i];
+    segs.s[i] = {static_cast<const uint4*>(w.w.data), w.scales.as<const float>(), w.biases.as<const float>(),
+                 outs[i], w.rows(), blocks};
+    blocks += static_cast<unsigned>((w.rows() + rows_per_block - 1) / rows_per_block);
+  }
+  gemv_affine_kernel<kBits, kT, kRowsPerWarp>
+      <<<blocks, 32 * kWarpsPerBlock, 0, stream()>>>(x, T, segs, K, ws[0]->group_size);
 }
 
 template <int kBits>
-void launch_affine_bits(const Weight& w, const float* x, int T, int64_t N, int64_t K, float* out) {
+void launch_affine_bits(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, int T,
+                        int64_t K) {
   if (T > 1) {
-    launch_affine_rows<kBits, kMaxRows, 4>(w, x, T, N, K, out);
-  } else if (kBits == 4 && N >= kTallRows) {  // measured: 8-bit rows are better served 4 per warp
-    launch_affine_rows<kBits, 1, 8>(w, x, T, N, K, out);
+    launch_affine_rows<kBits, kMaxRows, 4>(ws, outs, x, T, K);
+  } else if (kBits == 4 && ws.size() == 1 && ws[0]->rows() >= kTallRows) {
+    // measured: 8-bit rows are better served 4 per warp
+    launch_affine_rows<kBits, 1, 8>(ws, outs, x, T, K);
   } else {
-    launch_affine_rows<kBits, 1, 4>(w, x, T, N, K, out);
+    launch_affine_rows<kBits, 1, 4>(ws, outs, x, T, K);
   }
 }
 
-void launch_affine(const Weight& w, const float* x, int T, int64_t N, int64_t K, float* out) {
-  if (w.bits == 4) {
-    launch_affine_bits<4>(w, x, T, N, K, out);
+// Decode rows [t0, t0 + T) of every weight in one launch (all share bits and group size).
+void launch_affine(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, int T,
+                   int64_t K) {
+  if (ws[0]->bits == 4) {
+    launch_affine_bits<4>(ws, outs, x, T, K);
   } else {
-    launch_affine_bits<8>(w, x, T, N, K, out);
+    launch_affine_bits<8>(ws, outs, x, T, K);
   }
+}
+
+void matmul_float(const Tensor& x, const Weight& w, const Tensor& out) {
+  const int64_t N = w.rows(), K = w.cols(), rows = x.numel() / K;
+  const unsigned blocks = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  gemv_float_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream()>>>(x.as<const float>(), static_cast<int>(rows),
+                                                                   w.w.as<const float>(), N, K, out.as<float>());
+  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
 
 void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
-  const int64_t N = w.rows(), K = w.cols();
+  const Weight* ws[1] = {&w};
+  const Tensor outs[1] = {out};
+  cuda::matmul_group(x, ws, outs);
+}
+
+void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs) {
+  const int64_t K = ws[0]->cols();
   const int64_t rows = x.numel() / K;
-  const unsigned blocks = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  if (rows > kMaxRows) {
-    gemm(x, w, out);
+  bool fusable = ws.size() <= kMaxSegments && ws[0]->quantized();
+  for (const Weight* w : ws)
+    fusable = fusable && w->bits == ws[0]->bits && w->group_size == ws[0]->group_size;
+  if (rows > kMaxRows || !fusable) {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      if (rows > kMaxRows) {
+        gemm(x, *ws[i], outs[i]);
+      } else if (ws[i]->quantized()) {
+        cuda::matmul_group(x, std::span<const Weight* const>(&ws[i], 1), outs.subspan(i, 1));
+      } else {
+        matmul_float(x, *ws[i], outs[i]);
+      }
+    }
     return;
   }
   const float* xs = x.as<const float>();
-  float* o = out.as<float>();
-  for (int64_t t0 = 0; t0 < rows; t0 += kMaxRows) {
-    const int T = static_cast<int>(rows - t0 < kMaxRows ? rows - t0 : kMaxRows);
-    const float* xt = xs + t0 * K;
-    float* ot = o + t0 * N;
-    if (!w.quantized()) {
-      gemv_float_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream()>>>(xt, T, w.w.as<const float>(), N, K, ot);
-    } else {
-      launch_affine(w, xt, T, N, K, ot);
-    }
-    STRATA_CUDA_CHECK(cudaGetLastError());
-  }
+  float* out_ptr[kMaxSegments];
+  for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
+  launch_affine(ws, std::span<float* const>(out_ptr, ws.size()), xs, static_cast<int>(rows), K);
+  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace strata::backend::cuda

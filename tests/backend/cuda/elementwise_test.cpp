@@ -1,0 +1,485 @@
+// The small CUDA ops (backend/cuda/elementwise.cu and moe.cu) through their dispatchers against the
+// CPU ops on host copies of the same random inputs. Runs on the GPU machine; where no CUDA device
+// is present (CI) the tests report a skip.
+//
+// Tolerances: copies, argmax, top-k ids, add and add_bias exact (one rounding either side). With
+// exp, sin or cos (GPU and libm versions differ by an ulp or two): silu_mul, sigmoid_mul and top-k
+// weights within 1e-5·|ref|, rope within 1e-4 absolute (angles up to 2.6·10⁵ radians).
+// Multiply-adds (quantized embedding, scatter_add_rows, add_sigmoid_gated) within 1e-5·(1 + |ref|):
+// the host compiler may fuse them, and repeated rows' atomic adds come in any order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/memory.h"
+#include "backend/moe.h"
+#include "backend/ops.h"
+#include "formats/mlx_quant.h"
+
+namespace strata {
+namespace {
+
+using backend::cuda::DeviceBuffer;
+
+HostTensor random_tensor(Shape shape, uint32_t seed) {
+  HostTensor t(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = d(rng);
+  return t;
+}
+
+HostTensor int_tensor(const std::vector<int32_t>& values) {
+  HostTensor t(DType::kI32, {static_cast<int64_t>(values.size())});
+  std::memcpy(t.as<int32_t>(), values.data(), values.size() * sizeof(int32_t));
+  return t;
+}
+
+// A device copy of a host tensor, placed `offset_bytes` into its allocation (4 breaks the 16-byte
+// alignment that the vectorised paths need, so the scalar paths run too).
+struct DeviceCopy {
+  DeviceBuffer buffer;
+  Tensor view;
+};
+DeviceCopy to_device(const Tensor& host, size_t offset_bytes = 0) {
+  DeviceCopy d{DeviceBuffer(host.nbytes() + offset_bytes + 16), host};
+  d.view.data = static_cast<char*>(d.buffer.data()) + offset_bytes;
+  d.view.device = Device::kCuda;
+  backend::cuda::copy(host.data, Device::kCpu, d.view.data, Device::kCuda, host.nbytes());
+  return d;
+}
+
+void expect_equal_bytes(const Tensor& got, const Tensor& ref, const std::string& what) {
+  ASSERT_EQ(got.nbytes(), ref.nbytes()) << what;
+  const auto* g = static_cast<const uint8_t*>(got.data);
+  const auto* r = static_cast<const uint8_t*>(ref.data);
+  for (size_t i = 0; i < got.nbytes(); ++i) ASSERT_EQ(g[i], r[i]) << what << " at byte " << i;
+}
+
+backend::Weight float_weight(const Tensor& table) {
+  backend::Weight w;
+  w.w = table;
+  return w;
+}
+
+// |got - ref| ≤ rel·|ref| + abs, elementwise (NaN never passes).
+void expect_close(const Tensor& got, const Tensor& ref, float rel, float abs,
+                  const std::string& what) {
+  ASSERT_EQ(got.numel(), ref.numel()) << what;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const float g = got.as<const float>()[i], r = ref.as<const float>()[i];
+    ASSERT_LE(std::fabs(g - r), rel * std::fabs(r) + abs)
+        << what << " at " << i << ": " << g << " vs " << r;
+  }
+}
+
+class CudaElementwise : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!backend::cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// ---- embedding ----
+
+TEST_F(CudaElementwise, EmbeddingOfAFloatTableCopiesTheRows) {
+  const int64_t V = 1000;
+  for (int64_t H : {64, 1001, 4096}) {
+    for (size_t offset : {0, 4}) {
+      const HostTensor table = random_tensor({V, H}, 1);
+      const HostTensor ids = int_tensor({0, 999, 17, 17, 500, 3, 998});
+      const int64_t T = ids.numel();
+      HostTensor ref = random_tensor({T, H}, 2);
+      backend::cpu::embedding(float_weight(table), {ids.as<int32_t>(), static_cast<size_t>(T)},
+                              ref);
+      const DeviceCopy dt = to_device(table, offset), di = to_device(ids),
+                       dout = to_device(random_tensor({T, H}, 3));
+      backend::embedding(float_weight(dt.view), di.view, dout.view);
+      expect_equal_bytes(backend::to_host(dout.view), ref, "H " + std::to_string(H));
+    }
+  }
+}
+
+TEST_F(CudaElementwise, EmbeddingOfAQuantizedTableDequantizesLikeTheCpu) {
+  const int64_t V = 300, H = 384;
+  const HostTensor wf = random_tensor({V, H}, 4);
+  struct Case {
+    int bits, group;
+  };
+  const std::vector<Case> cases = {{4, 32},  {4, 64}, {4, 128}, {8, 32}, {8, 64},
+                                   {8, 128}, {2, 64}, {3, 64},  {5, 32}, {6, 128}};
+  for (const Case& c : cases) {
+    for (size_t offset : {0, 4}) {
+      const formats::QuantizedMatrix q =
+          formats::quantize_affine(wf.view(), formats::QuantParams{c.bits, c.group});
+      const backend::Weight host{q.weight.view(), q.scales.view(), q.biases.view(), c.bits,
+                                 c.group};
+      const HostTensor ids = int_tensor({299, 0, 150, 7, 7});
+      const int64_t T = ids.numel();
+      HostTensor ref(DType::kF32, {T, H});
+      backend::cpu::embedding(host, {ids.as<int32_t>(), static_cast<size_t>(T)}, ref);
+      const DeviceCopy dw = to_device(host.w), ds = to_device(host.scales),
+                       db = to_device(host.biases);
+      const DeviceCopy di = to_device(ids), dout = to_device(random_tensor({T, H}, 5), offset);
+      backend::embedding(backend::Weight{dw.view, ds.view, db.view, c.bits, c.group}, di.view,
+                         dout.view);
+      expect_close(backend::to_host(dout.view), ref, 1e-5f, 1e-5f,
+                   "bits " + std::to_string(c.bits) + " group " + std::to_string(c.group) +
+                       " offset " + std::to_string(offset));
+    }
+  }
+}
+
+// ---- add_bias, silu_mul, add, sigmoid_mul ----
+
+TEST_F(CudaElementwise, AddBiasMatchesCpu) {
+  for (Shape shape : {Shape{3, 1000}, Shape{5, 1001}, Shape{1, 4096}, Shape{70000, 4}}) {
+    for (size_t offset : {0, 4}) {
+      const HostTensor x = random_tensor(shape, 6), bias = random_tensor({shape[1]}, 7);
+      HostTensor ref = random_tensor(shape, 6);
+      backend::cpu::add_bias(ref, bias);
+      const DeviceCopy dx = to_device(x, offset), db = to_device(bias);
+      backend::add_bias(dx.view, db.view);
+      expect_equal_bytes(backend::to_host(dx.view), ref, shape.str());
+    }
+  }
+}
+
+TEST_F(CudaElementwise, BinaryOpsMatchCpu) {
+  for (int64_t n : {1, 3, 4, 4099, 100003, 1 << 20}) {
+    for (size_t offset : {0, 4}) {
+      const std::string what = "n " + std::to_string(n) + " offset " + std::to_string(offset);
+      const HostTensor a = random_tensor({n}, 8), b = random_tensor({n}, 9);
+      const DeviceCopy da = to_device(a, offset), db = to_device(b);
+
+      HostTensor ref(DType::kF32, {n});
+      backend::cpu::silu_mul(a, b, ref);
+      const DeviceCopy dout = to_device(random_tensor({n}, 10));
+      backend::silu_mul(da.view, db.view, dout.view);
+      expect_close(backend::to_host(dout.view), ref, 1e-5f, 0.0f, "silu_mul " + what);
+
+      backend::cpu::sigmoid_mul(a, b, ref);
+      backend::sigmoid_mul(da.view, db.view, dout.view);
+      expect_close(backend::to_host(dout.view), ref, 1e-5f, 0.0f, "sigmoid_mul " + what);
+
+      HostTensor sum = random_tensor({n}, 8);
+      backend::cpu::add(sum, b);
+      backend::add(da.view, db.view);
+      expect_equal_bytes(backend::to_host(da.view), sum, "add " + what);
+
+      // In place: x = x ⊙ sigmoid(gate).
+      HostTensor in_place = random_tensor({n}, 11);
+      const DeviceCopy dx = to_device(in_place, offset);
+      backend::cpu::sigmoid_mul(in_place, b, in_place);
+      backend::sigmoid_mul(dx.view, db.view, dx.view);
+      expect_close(backend::to_host(dx.view), in_place, 1e-5f, 0.0f,
+                   "sigmoid_mul in place " + what);
+    }
+  }
+}
+
+// ---- rope ----
+
+std::vector<float> inv_freq(int rotary_dim, float base) {
+  std::vector<float> f(rotary_dim / 2);
+  for (int i = 0; i < rotary_dim / 2; ++i)
+    f[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
+  return f;
+}
+
+TEST_F(CudaElementwise, RopeMatchesCpuAtLargePositions) {
+  struct Case {
+    int64_t heads, head_dim;
+    int rotary_dim;
+  };
+  // Full and partial rotation; 12 heads of 32 pairs leave the last block of heads half full.
+  const std::vector<Case> cases = {
+      {12, 64, 64}, {4, 128, 128}, {3, 256, 64}, {5, 80, 40}, {2, 512, 512}};
+  const HostTensor positions = int_tensor({0, 1, 4095, 131071, 262143, 200000, 77});
+  const int64_t T = positions.numel();
+  for (const Case& c : cases) {
+    for (bool neox : {true, false}) {
+      for (float factor : {1.0f, 1.2f}) {
+        backend::RopeParams params;
+        params.inv_freq = inv_freq(c.rotary_dim, 1e6f);
+        params.rotary_dim = c.rotary_dim;
+        params.neox = neox;
+        params.attention_factor = factor;
+        const HostTensor x = random_tensor({T, c.heads, c.head_dim}, 12);
+        HostTensor ref = random_tensor({T, c.heads, c.head_dim}, 12);
+        backend::cpu::rope(ref, {positions.as<int32_t>(), static_cast<size_t>(T)}, params);
+        const DeviceCopy dx = to_device(x), dp = to_device(positions);
+        backend::rope(dx.view, dp.view, params);
+        const HostTensor got = backend::to_host(dx.view);
+        const std::string what = "heads " + std::to_string(c.heads) + " dim " +
+                                 std::to_string(c.head_dim) + " rotary " +
+                                 std::to_string(c.rotary_dim) + (neox ? " neox" : " interleaved") +
+                                 " factor " + std::to_string(factor);
+        expect_close(got, ref, 0.0f, 1e-4f, what);
+        for (int64_t i = 0; i < got.numel(); ++i) {  // dims past rotary_dim are untouched
+          if (i % c.head_dim >= c.rotary_dim) {
+            ASSERT_EQ(got.as<float>()[i], x.as<float>()[i]) << what << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The decode step replays as a graph: rope (frequencies in the launch parameters) and argmax (its
+// partials in a workspace grown before capture) must read the positions and logits that are in
+// device memory at replay time.
+TEST_F(CudaElementwise, RopeAndArgmaxReplayFromAGraphWithNewInputs) {
+  backend::RopeParams params;
+  params.inv_freq = inv_freq(128, 1e7f);
+  params.rotary_dim = 128;
+  params.attention_factor = 1.1f;
+  const int64_t V = 248320;
+  const HostTensor x0 = random_tensor({2, 8, 128}, 13);
+  DeviceCopy dx = to_device(x0), dp = to_device(int_tensor({5, 6}));
+  DeviceCopy dlogits = to_device(random_tensor({2, V}, 14)), dout = to_device(int_tensor({-1, -1}));
+  backend::argmax(dlogits.view, dout.view);  // eager first: grows the workspace
+  backend::cuda::synchronize();
+  backend::cuda::begin_capture();
+  backend::rope(dx.view, dp.view, params);
+  backend::argmax(dlogits.view, dout.view);
+  const backend::cuda::Graph graph = backend::cuda::end_capture();
+
+  const HostTensor positions = int_tensor({100000, 262143});
+  const HostTensor logits = random_tensor({2, V}, 15);
+  backend::cuda::copy(x0.view().data, Device::kCpu, dx.view.data, Device::kCuda,
+                      x0.view().nbytes());
+  backend::cuda::copy(positions.view().data, Device::kCpu, dp.view.data, Device::kCuda, 8);
+  backend::cuda::copy(logits.view().data, Device::kCpu, dlogits.view.data, Device::kCuda,
+                      logits.view().nbytes());
+  graph.launch();
+
+  HostTensor ref = random_tensor({2, 8, 128}, 13);
+  backend::cpu::rope(ref, {positions.as<int32_t>(), 2}, params);
+  expect_close(backend::to_host(dx.view), ref, 0.0f, 1e-4f, "rope from a graph");
+  HostTensor ids(DType::kI32, {2});
+  backend::cpu::argmax(logits, ids);
+  expect_equal_bytes(backend::to_host(dout.view), ids, "argmax from a graph");
+}
+
+// ---- store_rows, split_columns ----
+
+TEST_F(CudaElementwise, StoreRowsWritesCacheRowsOfAnyWidth) {
+  const std::vector<int32_t> pos = {7, 0, 31, 3, 12};
+  const HostTensor positions = int_tensor(pos);
+  const int64_t T = positions.numel(), capacity = 32;
+  struct Case {
+    DType dtype;
+    int64_t heads, dim;
+  };
+  // 16-byte rows, 12-byte rows, and 6-byte rows of a 2-byte dtype.
+  for (const Case& c :
+       {Case{DType::kF32, 2, 64}, Case{DType::kF32, 1, 3}, Case{DType::kBF16, 1, 3}}) {
+    HostTensor src(c.dtype, {T, c.heads, c.dim}), dst(c.dtype, {capacity, c.heads, c.dim});
+    std::mt19937 rng(16);
+    for (size_t i = 0; i < src.view().nbytes(); ++i)
+      static_cast<uint8_t*>(src.view().data)[i] = rng();
+    for (size_t i = 0; i < dst.view().nbytes(); ++i)
+      static_cast<uint8_t*>(dst.view().data)[i] = rng();
+    const DeviceCopy ds = to_device(src), dp = to_device(positions), dd = to_device(dst);
+    backend::cpu::store_rows(src, pos, dst);
+    backend::store_rows(ds.view, dp.view, dd.view);
+    expect_equal_bytes(backend::to_host(dd.view), dst,
+                       std::string(dtype_name(c.dtype)) + " dim " + std::to_string(c.dim));
+  }
+}
+
+TEST_F(CudaElementwise, SplitColumnsMatchesCpu) {
+  const std::vector<std::vector<int64_t>> splits = {
+      {2048, 512, 512}, {3, 5, 8}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {128, 0, 64}, {4096}};
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const std::vector<int64_t>& widths : splits) {
+      int64_t width = 0;
+      for (int64_t w : widths) width += w;
+      const int64_t rows = 5;
+      HostTensor x(dtype, {rows, width});
+      std::mt19937 rng(17);
+      for (size_t i = 0; i < x.view().nbytes(); ++i)
+        static_cast<uint8_t*>(x.view().data)[i] = rng();
+      const DeviceCopy dx = to_device(x);
+      std::vector<HostTensor> ref;
+      std::vector<DeviceCopy> dev;
+      std::vector<Tensor> ref_views, dev_views;
+      for (int64_t w : widths) {
+        ref.emplace_back(dtype, Shape{rows, w});
+        dev.push_back(to_device(ref.back()));
+        ref_views.push_back(ref.back().view());
+        dev_views.push_back(dev.back().view);
+      }
+      backend::cpu::split_columns(x, ref_views);
+      backend::split_columns(dx.view, dev_views);
+      for (size_t i = 0; i < widths.size(); ++i)
+        expect_equal_bytes(backend::to_host(dev[i].view), ref[i],
+                           std::string(dtype_name(dtype)) + " output " + std::to_string(i) +
+                               " of " + std::to_string(widths.size()));
+    }
+  }
+}
+
+// ---- argmax ----
+
+TEST_F(CudaElementwise, ArgmaxMatchesCpuWithTiesAndNaNs) {
+  for (int64_t V : {248320, 8193, 1000, 7}) {
+    for (int64_t rows : {1, 3, 8}) {
+      for (size_t offset : {0, 4}) {
+        HostTensor x = random_tensor({rows, V}, 18);
+        float* p = x.as<float>();
+        // Row 0: a tie between two chunks of the vocabulary (the lower index must win).
+        p[V - 1] = p[V / 3] = 100.0f;
+        if (rows > 1) {  // row 1: a tie inside one 4-wide load, and a NaN that must be ignored
+          p[V + 2] = std::numeric_limits<float>::quiet_NaN();
+          p[V + V - 2] = p[V + V - 3] = 50.0f;
+        }
+        if (rows > 2) p[2 * V] = std::numeric_limits<float>::quiet_NaN();  // row 2: NaN first wins
+        HostTensor ref(DType::kI32, {rows});
+        backend::cpu::argmax(x, ref);
+        const DeviceCopy dx = to_device(x, offset),
+                         dout = to_device(int_tensor(std::vector<int32_t>(rows, -1)));
+        backend::argmax(dx.view, dout.view);
+        expect_equal_bytes(backend::to_host(dout.view), ref,
+                           "V " + std::to_string(V) + " rows " + std::to_string(rows) + " offset " +
+                               std::to_string(offset));
+      }
+    }
+  }
+}
+
+// ---- MoE ----
+
+TEST_F(CudaElementwise, TopkSoftmaxMatchesCpuWithTies) {
+  struct Case {
+    int64_t T, E, k;
+  };
+  // E = 40 leaves lanes with fewer experts; E = 1500 takes the path that recomputes probabilities.
+  for (const Case& c : {Case{5, 256, 8}, Case{3, 64, 4}, Case{2, 512, 16}, Case{4, 40, 3},
+                        Case{2, 1500, 4}, Case{3, 256, 40}}) {
+    for (bool renormalize : {false, true}) {
+      HostTensor logits = random_tensor({c.T, c.E}, 19);
+      float* l = logits.as<float>();
+      l[c.E - 1] = l[3] = 10.0f;                    // token 0: a tie for first place
+      if (c.T > 1) l[c.E + 5] = l[c.E + 1] = 3.0f;  // token 1: a tie for a lower place
+      HostTensor ids(DType::kI32, {c.T, c.k}), weights(DType::kF32, {c.T, c.k});
+      backend::cpu::topk_softmax(logits, c.k, renormalize, ids, weights);
+      const DeviceCopy dl = to_device(logits);
+      const DeviceCopy di = to_device(int_tensor(std::vector<int32_t>(c.T * c.k, -7)));
+      const DeviceCopy dw = to_device(random_tensor({c.T, c.k}, 20));
+      Tensor ids_view = di.view;
+      ids_view.shape = Shape{c.T, c.k};
+      backend::topk_softmax(dl.view, c.k, renormalize, ids_view, dw.view);
+      const std::string what = "E " + std::to_string(c.E) + " k " + std::to_string(c.k) +
+                               (renormalize ? " renormalized" : "");
+      expect_equal_bytes(backend::to_host(ids_view), ids, what);
+      expect_close(backend::to_host(dw.view), weights, 1e-5f, 0.0f, what);
+    }
+  }
+}
+
+TEST_F(CudaElementwise, GatherAndScatterRowsMatchCpu) {
+  struct Case {
+    int64_t R;
+    std::vector<int32_t> gather, scatter;  // gathers may repeat rows; an expert's batch does not
+  };
+  std::vector<int32_t> many(300);
+  std::iota(many.begin(), many.end(), 0);
+  std::shuffle(many.begin(), many.end(), std::mt19937(21));
+  many.resize(200);
+  const std::vector<Case> cases = {
+      {50, {3, 49, 0, 3, 17, 8}, {12, 0, 49, 30, 7, 21}}, {300, many, many}, {50, {0}, {49}}};
+  for (const Case& c : cases) {
+    const int64_t n = static_cast<int64_t>(c.gather.size());
+    std::vector<float> scale(n);
+    std::mt19937 rng(22);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (float& s : scale) s = d(rng);
+    for (int64_t C : {2048, 7}) {
+      for (size_t offset : {0, 4}) {
+        const std::string what = "n " + std::to_string(n) + " C " + std::to_string(C) + " offset " +
+                                 std::to_string(offset);
+        const HostTensor src = random_tensor({c.R, C}, 23);
+        HostTensor ref(DType::kF32, {n, C});
+        backend::cpu::gather_rows(src, c.gather, ref);
+        const DeviceCopy dsrc = to_device(src, offset),
+                         dout = to_device(random_tensor({n, C}, 24), offset);
+        backend::gather_rows(dsrc.view, c.gather, dout.view);
+        expect_equal_bytes(backend::to_host(dout.view), ref, "gather " + what);
+
+        const HostTensor rows_in = random_tensor({n, C}, 25);
+        HostTensor dst = random_tensor({c.R, C}, 26);
+        const DeviceCopy din = to_device(rows_in, offset), ddst = to_device(dst, offset);
+        backend::cpu::scatter_add_rows(rows_in, c.scatter, scale, dst);
+        backend::scatter_add_rows(din.view, c.scatter, scale, ddst.view);
+        expect_close(backend::to_host(ddst.view), dst, 1e-5f, 1e-5f, "scatter " + what);
+      }
+    }
+  }
+}
+
+// The CUDA scatter adds atomically, so rows that repeat within one call still add up (in some
+// order: within rounding of the CPU's sequential sum).
+TEST_F(CudaElementwise, ScatterAddRowsSumsRepeatedRows) {
+  const std::vector<int32_t> rows = {4, 1, 4, 4, 0};
+  const std::vector<float> scale = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f};
+  for (int64_t C : {2048, 7}) {
+    const HostTensor src = random_tensor({5, C}, 27);
+    HostTensor dst = random_tensor({6, C}, 28);
+    const DeviceCopy dsrc = to_device(src), ddst = to_device(dst);
+    backend::cpu::scatter_add_rows(src, rows, scale, dst);
+    backend::scatter_add_rows(dsrc.view, rows, scale, ddst.view);
+    expect_close(backend::to_host(ddst.view), dst, 1e-5f, 1e-5f, "C " + std::to_string(C));
+  }
+}
+
+TEST_F(CudaElementwise, AddSigmoidGatedMatchesCpu) {
+  for (int64_t C : {2048, 7}) {
+    for (int64_t R : {1, 5}) {
+      for (size_t offset : {0, 4}) {
+        const HostTensor y = random_tensor({R, C}, 25), gate = random_tensor({R, 1}, 26);
+        HostTensor ref = random_tensor({R, C}, 27);
+        const DeviceCopy dx = to_device(ref, offset), dy = to_device(y), dg = to_device(gate);
+        backend::cpu::add_sigmoid_gated(ref, y, gate);
+        backend::add_sigmoid_gated(dx.view, dy.view, dg.view);
+        expect_close(backend::to_host(dx.view), ref, 1e-5f, 1e-5f,
+                     "C " + std::to_string(C) + " R " + std::to_string(R) + " offset " +
+                         std::to_string(offset));
+      }
+    }
+  }
+}
+
+// Empty inputs return without launching (a launch with a zero-sized grid would be an error).
+TEST_F(CudaElementwise, EmptyInputsAreNoOps) {
+  const HostTensor empty(DType::kF32, {0, 16});
+  const DeviceCopy d = to_device(empty);
+  backend::silu_mul(d.view, d.view, d.view);
+  backend::add(d.view, d.view);
+  backend::sigmoid_mul(d.view, d.view, d.view);
+  const HostTensor bias = random_tensor({16}, 28);
+  const DeviceCopy db = to_device(bias);
+  backend::add_bias(d.view, db.view);
+  backend::split_columns(d.view, std::vector<Tensor>{d.view});
+  const HostTensor src = random_tensor({4, 16}, 29);
+  const DeviceCopy ds = to_device(src);
+  backend::gather_rows(ds.view, {}, d.view);
+  backend::scatter_add_rows(d.view, {}, {}, ds.view);
+  HostTensor ids(DType::kI32, {0, 2}), weights(DType::kF32, {0, 2});
+  const DeviceCopy di = to_device(ids), dw = to_device(weights);
+  backend::topk_softmax(d.view, 2, true, di.view, dw.view);
+  backend::cuda::synchronize();
+  expect_equal_bytes(backend::to_host(ds.view), src, "scatter of no rows");
+}
+
+}  // namespace
+}  // namespace strata
