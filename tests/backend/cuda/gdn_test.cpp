@@ -1,0 +1,333 @@
+// Each Gated DeltaNet op on the GPU against the CPU reference (backend/cpu/gdn.cpp) on random
+// inputs, at tiny shapes and the real Qwen3.5 ones, checking the in-place state and conv window
+// too. Runs on the GPU machine; where no CUDA device is present the tests report a skip.
+//
+// Tolerance: |got − ref| ≤ atol + rtol·|ref|, 1e-4 each for the delta rule (outputs and states of
+// O(1); the CPU's two forms already differ by 2e-5, and the GPU sums in yet another order), 1e-5
+// for the element-wise ops. Outputs start as NaN, so an element the kernel never writes fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/gdn.h"
+
+namespace strata {
+namespace {
+
+using backend::DeltaRuleForm;
+namespace cuda = backend::cuda;
+
+constexpr float kDeltaTolerance = 1e-4f;
+constexpr float kElementTolerance = 1e-5f;
+
+HostTensor random_tensor(Shape shape, uint32_t seed, float stddev = 1.0f) {
+  HostTensor t(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, stddev);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = d(rng);
+  return t;
+}
+
+HostTensor nan_tensor(Shape shape) {
+  HostTensor t(DType::kF32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+  return t;
+}
+
+HostTensor clone(const HostTensor& t) {
+  HostTensor c(t.dtype(), t.shape());
+  std::memcpy(c.as<void>(), t.as<void>(), t.view().nbytes());
+  return c;
+}
+
+HostTensor fetch(const Tensor& device) {
+  HostTensor h(DType::kF32, device.shape);
+  cuda::download(device, h);
+  return h;
+}
+
+// Rows [b, e) of a host tensor, copied.
+HostTensor slice_rows(const HostTensor& x, int64_t b, int64_t e) {
+  Shape s = x.shape();
+  const size_t row_bytes = x.view().nbytes() / static_cast<size_t>(s[0]);
+  s[0] = e - b;
+  HostTensor out(DType::kF32, s);
+  std::memcpy(out.as<void>(), static_cast<const char*>(x.as<void>()) + row_bytes * b,
+              row_bytes * (e - b));
+  return out;
+}
+
+::testing::AssertionResult all_close(const HostTensor& got, const HostTensor& ref, float tol) {
+  if (!(got.shape() == ref.shape()))
+    return ::testing::AssertionFailure() << "shape " << got.shape().str();
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const float g = got.as<float>()[i], r = ref.as<float>()[i];
+    if (!(std::fabs(g - r) <= tol + tol * std::fabs(r)))  // NaN fails too
+      return ::testing::AssertionFailure()
+             << "at " << i << " of " << ref.numel() << ": got " << g << ", want " << r;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class CudaGdn : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// ---- causal conv1d + SiLU ----
+
+// Two calls in a row on one window (the second starts from the window the first left), for T
+// below, at and above K−1, on the 9B's conv_dim and on odd channel counts.
+TEST_F(CudaGdn, CausalConvMatchesCpuOutputsAndWindow) {
+  struct Case {
+    int64_t C, K;
+  };
+  for (const Case cs : {Case{8192, 4}, Case{5, 4}, Case{37, 2}, Case{300, 8}}) {
+    for (int64_t T : {1, 2, 3, 7, 100}) {
+      const std::string where =
+          "C " + std::to_string(cs.C) + " K " + std::to_string(cs.K) + " T " + std::to_string(T);
+      const uint32_t seed = static_cast<uint32_t>(cs.C * 1000 + cs.K * 100 + T);
+      const HostTensor w = random_tensor({cs.C, cs.K}, seed, 0.5f);
+      HostTensor win_ref = random_tensor({cs.K - 1, cs.C}, seed + 1);
+      auto dw = cuda::upload(w), dwin = cuda::upload(win_ref);
+      for (int call = 0; call < 2; ++call) {
+        const HostTensor x = random_tensor({T, cs.C}, seed + 2 + call);
+        HostTensor ref(DType::kF32, {T, cs.C});
+        backend::cpu::causal_conv1d_silu(x, w, win_ref, ref);
+        auto dx = cuda::upload(x), dout = cuda::upload(nan_tensor({T, cs.C}));
+        backend::causal_conv1d_silu(dx.view, dw.view, dwin.view, dout.view);
+        EXPECT_TRUE(all_close(fetch(dout.view), ref, kElementTolerance))
+            << where << " call " << call << " out";
+        EXPECT_TRUE(all_close(fetch(dwin.view), win_ref, 0.0f))
+            << where << " call " << call << " window";
+      }
+    }
+  }
+}
+
+// ---- gates and norms ----
+
+TEST_F(CudaGdn, GatesMatchCpu) {
+  for (int64_t Hv : {4, 32}) {
+    for (int64_t T : {1, 9}) {
+      const uint32_t seed = static_cast<uint32_t>(Hv * 10 + T);
+      const HostTensor a = random_tensor({T, Hv}, seed, 8.0f),
+                       b = random_tensor({T, Hv}, seed + 1, 4.0f);
+      const HostTensor a_log = random_tensor({Hv}, seed + 2),
+                       dt = random_tensor({Hv}, seed + 3, 4.0f);
+      HostTensor g_ref(DType::kF32, {T, Hv}), beta_ref(DType::kF32, {T, Hv});
+      backend::cpu::gdn_gates(a, b, a_log, dt, g_ref, beta_ref);
+      auto da = cuda::upload(a), db = cuda::upload(b), dal = cuda::upload(a_log),
+           ddt = cuda::upload(dt);
+      auto dg = cuda::upload(nan_tensor({T, Hv})), dbeta = cuda::upload(nan_tensor({T, Hv}));
+      backend::gdn_gates(da.view, db.view, dal.view, ddt.view, dg.view, dbeta.view);
+      EXPECT_TRUE(all_close(fetch(dg.view), g_ref, kElementTolerance)) << "Hv " << Hv << " T " << T;
+      EXPECT_TRUE(all_close(fetch(dbeta.view), beta_ref, kElementTolerance))
+          << "Hv " << Hv << " T " << T;
+    }
+  }
+}
+
+TEST_F(CudaGdn, L2NormMatchesCpuOutOfPlaceAndInPlace) {
+  for (int64_t D : {16, 128, 100, 7, 1000}) {
+    const HostTensor x = random_tensor({5, 3, D}, static_cast<uint32_t>(D), 3.0f);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    HostTensor ref(DType::kF32, {5, 3, D});
+    backend::cpu::l2_norm(x, 1e-6f, scale, ref);
+    auto dx = cuda::upload(x), dout = cuda::upload(nan_tensor({5, 3, D}));
+    backend::l2_norm(dx.view, 1e-6f, scale, dout.view);
+    EXPECT_TRUE(all_close(fetch(dout.view), ref, kElementTolerance)) << "D " << D;
+    backend::l2_norm(dx.view, 1e-6f, scale, dx.view);
+    EXPECT_TRUE(all_close(fetch(dx.view), ref, kElementTolerance)) << "D " << D << " in place";
+  }
+}
+
+TEST_F(CudaGdn, GatedRmsNormMatchesCpu) {
+  for (int64_t D : {128, 24, 30, 1000}) {
+    const uint32_t seed = static_cast<uint32_t>(D);
+    const HostTensor x = random_tensor({9, 4, D}, seed, 2.0f),
+                     z = random_tensor({9, 4, D}, seed + 1, 3.0f);
+    const HostTensor w = random_tensor({D}, seed + 2);
+    HostTensor ref(DType::kF32, {9, 4, D});
+    backend::cpu::rms_norm_gated(x, w, z, 1e-6f, ref);
+    auto dx = cuda::upload(x), dz = cuda::upload(z), dw = cuda::upload(w);
+    auto dout = cuda::upload(nan_tensor({9, 4, D}));
+    backend::rms_norm_gated(dx.view, dw.view, dz.view, 1e-6f, dout.view);
+    EXPECT_TRUE(all_close(fetch(dout.view), ref, kElementTolerance)) << "D " << D;
+  }
+}
+
+// ---- gated delta rule ----
+
+struct DeltaShape {
+  const char* name;
+  int64_t Hk, Hv, dk, dv;
+};
+
+struct DeltaInputs {
+  HostTensor q, k, v, g, beta;
+};
+
+// Like a GDN layer's inputs: unit-norm q/k (q scaled by dk^-0.5), decays α = exp(g) in
+// (0.33, 0.98), β in (0, 1), v of O(1).
+DeltaInputs random_delta_inputs(const DeltaShape& s, int64_t T, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  DeltaInputs in{random_tensor({T, s.Hk, s.dk}, seed + 1), random_tensor({T, s.Hk, s.dk}, seed + 2),
+                 random_tensor({T, s.Hv, s.dv}, seed + 3), HostTensor(DType::kF32, {T, s.Hv}),
+                 HostTensor(DType::kF32, {T, s.Hv})};
+  backend::cpu::l2_norm(in.q, 1e-6f, 1.0f / std::sqrt(static_cast<float>(s.dk)), in.q);
+  backend::cpu::l2_norm(in.k, 1e-6f, 1.0f, in.k);
+  for (int64_t i = 0; i < in.g.numel(); ++i) {
+    in.g.as<float>()[i] = -0.02f * std::exp(4.0f * u(rng));
+    in.beta.as<float>()[i] = u(rng);
+  }
+  return in;
+}
+
+DeltaInputs slice(const DeltaInputs& in, int64_t b, int64_t e) {
+  return {slice_rows(in.q, b, e), slice_rows(in.k, b, e), slice_rows(in.v, b, e),
+          slice_rows(in.g, b, e), slice_rows(in.beta, b, e)};
+}
+
+// Runs the GPU op on copies of `in` and `state`, returning the output; `state` gets the new state.
+HostTensor run_gpu(const DeltaInputs& in, HostTensor& state, DeltaRuleForm form) {
+  auto dq = cuda::upload(in.q), dk = cuda::upload(in.k), dv = cuda::upload(in.v);
+  auto dg = cuda::upload(in.g), db = cuda::upload(in.beta), ds = cuda::upload(state);
+  auto dout = cuda::upload(nan_tensor(in.v.shape()));
+  backend::gated_delta_rule(dq.view, dk.view, dv.view, dg.view, db.view, ds.view, dout.view, form);
+  cuda::download(ds.view, state);
+  return fetch(dout.view);
+}
+
+HostTensor run_cpu(const DeltaInputs& in, HostTensor& state, DeltaRuleForm form) {
+  HostTensor out(DType::kF32, in.v.shape());
+  backend::cpu::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, state, out, form);
+  return out;
+}
+
+const char* form_name(DeltaRuleForm f) {
+  return f == DeltaRuleForm::kRecurrent ? "recurrent" : "chunked";
+}
+
+class CudaDeltaRule : public CudaGdn, public ::testing::WithParamInterface<DeltaShape> {};
+
+// Every T of decode, speculative verify and prefill (around the 64-token chunk), both forms, from a
+// random non-zero state.
+TEST_P(CudaDeltaRule, MatchesCpuOutputsAndState) {
+  const DeltaShape s = GetParam();
+  for (int64_t T : {1, 2, 5, 8, 63, 64, 65, 200, 512}) {
+    for (DeltaRuleForm form : {DeltaRuleForm::kRecurrent, DeltaRuleForm::kChunked}) {
+      const uint32_t seed = static_cast<uint32_t>(T * 7 + (form == DeltaRuleForm::kChunked));
+      const DeltaInputs in = random_delta_inputs(s, T, seed);
+      const HostTensor start = random_tensor({s.Hv, s.dv, s.dk}, seed + 5, 0.5f);
+      HostTensor s_ref = clone(start), s_got = clone(start);
+      const HostTensor o_ref = run_cpu(in, s_ref, form);
+      const HostTensor o_got = run_gpu(in, s_got, form);
+      EXPECT_TRUE(all_close(o_got, o_ref, kDeltaTolerance))
+          << "T " << T << " " << form_name(form) << " out";
+      EXPECT_TRUE(all_close(s_got, s_ref, kDeltaTolerance))
+          << "T " << T << " " << form_name(form) << " state";
+    }
+  }
+}
+
+// A prefill that continues from the state an earlier one left (70 then 65 tokens, chunked), then
+// a decode step and a 4-token verify (recurrent), against the CPU's recurrence over all 140.
+TEST_P(CudaDeltaRule, ContinuesFromItsOwnState) {
+  const DeltaShape s = GetParam();
+  const int64_t parts[] = {0, 70, 135, 136, 140};
+  const DeltaInputs all = random_delta_inputs(s, parts[4], 99);
+  HostTensor s_ref = random_tensor({s.Hv, s.dv, s.dk}, 98, 0.5f);
+  HostTensor s_got = clone(s_ref);
+  const HostTensor o_ref = run_cpu(all, s_ref, DeltaRuleForm::kRecurrent);
+  for (int p = 0; p < 4; ++p) {
+    const DeltaRuleForm form = p < 2 ? DeltaRuleForm::kChunked : DeltaRuleForm::kRecurrent;
+    const HostTensor o_got = run_gpu(slice(all, parts[p], parts[p + 1]), s_got, form);
+    EXPECT_TRUE(all_close(o_got, slice_rows(o_ref, parts[p], parts[p + 1]), kDeltaTolerance))
+        << "part " << p;
+  }
+  EXPECT_TRUE(all_close(s_got, s_ref, kDeltaTolerance)) << "final state";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaDeltaRule,
+    ::testing::Values(DeltaShape{"Tiny16", 2, 4, 16, 16}, DeltaShape{"Tiny32", 2, 4, 32, 32},
+                      DeltaShape{"TinyDv24", 2, 4, 16, 24}, DeltaShape{"Dk64", 2, 4, 64, 64},
+                      DeltaShape{"Dk256", 1, 2, 256, 32}, DeltaShape{"Dk48Generic", 2, 4, 48, 32},
+                      DeltaShape{"Qwen35_0_8B", 16, 16, 128, 128},
+                      DeltaShape{"Qwen35_9B", 16, 32, 128, 128}),
+    [](const ::testing::TestParamInfo<DeltaShape>& info) { return std::string(info.param.name); });
+
+// A decode step (conv, gates, norms, delta rule, gated norm) captured once as a CUDA graph and
+// replayed three times: the ops must neither allocate nor synchronize, and each replay must advance
+// the conv window and the state in place exactly like three eager CPU steps.
+TEST_F(CudaGdn, DecodeStepReplaysAsAGraph) {
+  const int64_t Hk = 16, Hv = 32, dk = 128, dv = 128, K = 4, C = 2 * Hk * dk + Hv * dv;
+  const HostTensor x = random_tensor({1, C}, 1), w = random_tensor({C, K}, 2, 0.5f);
+  const HostTensor a = random_tensor({1, Hv}, 3), b = random_tensor({1, Hv}, 4);
+  const HostTensor a_log = random_tensor({Hv}, 5, 0.5f), dt = random_tensor({Hv}, 6);
+  const HostTensor z = random_tensor({1, Hv, dv}, 7), nw = random_tensor({dv}, 8);
+  const HostTensor win0 = random_tensor({K - 1, C}, 9),
+                   state0 = random_tensor({Hv, dv, dk}, 10, 0.5f);
+
+  // CPU: three steps on the same inputs (the window and state carry over).
+  HostTensor win = clone(win0), state = clone(state0), y_ref(DType::kF32, {1, Hv, dv});
+  HostTensor conv(DType::kF32, {1, C}), g(DType::kF32, {1, Hv}), beta(DType::kF32, {1, Hv});
+  HostTensor q(DType::kF32, {1, Hk, dk}), k(DType::kF32, {1, Hk, dk}), v(DType::kF32, {1, Hv, dv});
+  HostTensor o(DType::kF32, {1, Hv, dv});
+  for (int step = 0; step < 3; ++step) {
+    backend::cpu::causal_conv1d_silu(x, w, win, conv);
+    std::memcpy(q.as<float>(), conv.as<float>(), Hk * dk * sizeof(float));
+    std::memcpy(k.as<float>(), conv.as<float>() + Hk * dk, Hk * dk * sizeof(float));
+    std::memcpy(v.as<float>(), conv.as<float>() + 2 * Hk * dk, Hv * dv * sizeof(float));
+    backend::cpu::l2_norm(q, 1e-6f, 1.0f / std::sqrt(static_cast<float>(dk)), q);
+    backend::cpu::l2_norm(k, 1e-6f, 1.0f, k);
+    backend::cpu::gdn_gates(a, b, a_log, dt, g, beta);
+    backend::cpu::gated_delta_rule(q, k, v, g, beta, state, o, DeltaRuleForm::kRecurrent);
+    backend::cpu::rms_norm_gated(o, nw, z, 1e-6f, y_ref);
+  }
+
+  // GPU: the conv output split into q, k, v by device copies (stand-ins for the model's split).
+  auto dx = cuda::upload(x), dw = cuda::upload(w), da = cuda::upload(a), db = cuda::upload(b);
+  auto dal = cuda::upload(a_log), ddt = cuda::upload(dt), dz = cuda::upload(z),
+       dnw = cuda::upload(nw);
+  auto dwin = cuda::upload(win0), dstate = cuda::upload(state0);
+  auto dconv = cuda::upload(nan_tensor({1, C})), dg = cuda::upload(nan_tensor({1, Hv}));
+  auto dbeta = cuda::upload(nan_tensor({1, Hv})), dq = cuda::upload(nan_tensor({1, Hk, dk}));
+  auto dkey = cuda::upload(nan_tensor({1, Hk, dk})), dval = cuda::upload(nan_tensor({1, Hv, dv}));
+  auto dout = cuda::upload(nan_tensor({1, Hv, dv})), dy = cuda::upload(nan_tensor({1, Hv, dv}));
+  auto step = [&] {
+    backend::causal_conv1d_silu(dx.view, dw.view, dwin.view, dconv.view);
+    const float* c = dconv.view.as<const float>();
+    cuda::copy(c, Device::kCuda, dq.view.data, Device::kCuda, Hk * dk * sizeof(float));
+    cuda::copy(c + Hk * dk, Device::kCuda, dkey.view.data, Device::kCuda, Hk * dk * sizeof(float));
+    cuda::copy(c + 2 * Hk * dk, Device::kCuda, dval.view.data, Device::kCuda,
+               Hv * dv * sizeof(float));
+    backend::l2_norm(dq.view, 1e-6f, 1.0f / std::sqrt(static_cast<float>(dk)), dq.view);
+    backend::l2_norm(dkey.view, 1e-6f, 1.0f, dkey.view);
+    backend::gdn_gates(da.view, db.view, dal.view, ddt.view, dg.view, dbeta.view);
+    backend::gated_delta_rule(dq.view, dkey.view, dval.view, dg.view, dbeta.view, dstate.view,
+                              dout.view, DeltaRuleForm::kRecurrent);
+    backend::rms_norm_gated(dout.view, dnw.view, dz.view, 1e-6f, dy.view);
+  };
+  cuda::begin_capture();
+  step();
+  const cuda::Graph graph = cuda::end_capture();
+  for (int i = 0; i < 3; ++i) graph.launch();
+  EXPECT_TRUE(all_close(fetch(dwin.view), win, 0.0f)) << "window";
+  EXPECT_TRUE(all_close(fetch(dstate.view), state, kDeltaTolerance)) << "state";
+  EXPECT_TRUE(all_close(fetch(dy.view), y_ref, kDeltaTolerance)) << "output";
+}
+
+}  // namespace
+}  // namespace strata
