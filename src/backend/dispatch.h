@@ -18,8 +18,8 @@ inline Device placement(const char* op, std::initializer_list<const Tensor*> ten
   for (const Tensor* t : tensors)
     check(t->device == d, ErrorKind::kInternal, "op {}: tensors on different devices", op);
 #ifndef STRATA_HAVE_CUDA
-  check(d == Device::kCpu, ErrorKind::kUnsupported, "op {}: tensors on this device are not supported by this build",
-        op);
+  check(d == Device::kCpu, ErrorKind::kUnsupported,
+        "op {}: tensors on this device are not supported by this build", op);
 #endif
   return d;
 }
@@ -33,7 +33,8 @@ inline void require_cpu(const char* op, std::initializer_list<const Tensor*> ten
 
 inline void require_f32(const char* op, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors)
-    check(t->dtype == DType::kF32, ErrorKind::kInternal, "op {}: expected F32, got {}", op, dtype_name(t->dtype));
+    check(t->dtype == DType::kF32, ErrorKind::kInternal, "op {}: expected F32, got {}", op,
+          dtype_name(t->dtype));
 }
 
 #ifdef STRATA_HAVE_CUDA
@@ -51,11 +52,11 @@ class CudaOpTimer {
 
 // Runs `call` (a cuda:: op) and returns from the dispatcher when `device` is the GPU.
 #ifdef STRATA_HAVE_CUDA
-#define STRATA_CUDA_DISPATCH(label, device, call)           \
-  if ((device) == ::strata::Device::kCuda) {               \
+#define STRATA_CUDA_DISPATCH(label, device, call)               \
+  if ((device) == ::strata::Device::kCuda) {                    \
     const ::strata::backend::detail::CudaOpTimer timer_(label); \
-    call;                                                  \
-    return;                                                \
+    call;                                                       \
+    return;                                                     \
   }
 #else
 #define STRATA_CUDA_DISPATCH(label, device, call) (void)(device);

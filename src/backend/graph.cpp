@@ -40,9 +40,15 @@ void reset_op_timers(Device device) {
 #else
 struct StepGraph::Impl {};
 bool graphs_supported(Device) { return false; }
-void begin_capture(Device) { throw Error(ErrorKind::kInternal, "this build has no graph-capable device"); }
-StepGraph end_capture(Device) { throw Error(ErrorKind::kInternal, "this build has no graph-capable device"); }
-void StepGraph::launch() const { throw Error(ErrorKind::kInternal, "this build has no graph-capable device"); }
+void begin_capture(Device) {
+  throw Error(ErrorKind::kInternal, "this build has no graph-capable device");
+}
+StepGraph end_capture(Device) {
+  throw Error(ErrorKind::kInternal, "this build has no graph-capable device");
+}
+void StepGraph::launch() const {
+  throw Error(ErrorKind::kInternal, "this build has no graph-capable device");
+}
 uint64_t device_memory_generation(Device) { return 0; }
 void enable_op_timers(Device, bool) {}
 std::vector<std::pair<std::string, double>> op_timer_results(Device) { return {}; }

@@ -44,17 +44,17 @@ const char* device_label(Device device) { return device == Device::kCuda ? "cuda
 Device parse_device(const std::string& name) {
   if (name == "cpu") return Device::kCpu;
   if (name == "cuda" || name == "gpu") {
-    check(device_available(Device::kCuda), ErrorKind::kUnsupported,
-          "device 'cuda': {}", [] {
+    check(device_available(Device::kCuda), ErrorKind::kUnsupported, "device 'cuda': {}", [] {
 #ifdef STRATA_HAVE_CUDA
-            return "no usable CUDA GPU on this machine";
+      return "no usable CUDA GPU on this machine";
 #else
             return "this build has no CUDA backend (nvcc was not found when it was configured)";
 #endif
-          }());
+    }());
     return Device::kCuda;
   }
-  check(name == "auto", ErrorKind::kInvalidInput, "unknown device '{}' (expected cpu, cuda or auto)", name);
+  check(name == "auto", ErrorKind::kInvalidInput,
+        "unknown device '{}' (expected cpu, cuda or auto)", name);
   return device_available(Device::kCuda) ? Device::kCuda : Device::kCpu;
 }
 
@@ -81,7 +81,8 @@ Buffer::Buffer(Device device, DType dtype, Shape shape) {
 }
 
 void copy(const Tensor& src, const Tensor& dst) {
-  check(src.nbytes() == dst.nbytes(), ErrorKind::kInternal, "copy: {} bytes into {}", src.nbytes(), dst.nbytes());
+  check(src.nbytes() == dst.nbytes(), ErrorKind::kInternal, "copy: {} bytes into {}", src.nbytes(),
+        dst.nbytes());
   if (src.nbytes() == 0 || src.data == dst.data) return;
   if (src.device == Device::kCpu && dst.device == Device::kCpu) {
     std::memmove(dst.data, src.data, src.nbytes());

@@ -34,7 +34,9 @@ class Buffer {
   const Tensor& view() const { return view_; }
   operator const Tensor&() const { return view_; }
   template <typename T>
-  T* as() const { return view_.as<T>(); }
+  T* as() const {
+    return view_.as<T>();
+  }
   int64_t numel() const { return view_.numel(); }
   const Shape& shape() const { return view_.shape; }
   DType dtype() const { return view_.dtype; }

@@ -34,8 +34,10 @@ Tensor Scratch::get(size_t slot, Shape shape, DType dtype) {
 }
 
 StepRunner::StepRunner(Device device, bool graphs)
-    : device_(device), graphs_(graphs && backend::graphs_supported(device) && graphs_enabled_by_env()),
-      scratch_(device), io_(device) {}
+    : device_(device),
+      graphs_(graphs && backend::graphs_supported(device) && graphs_enabled_by_env()),
+      scratch_(device),
+      io_(device) {}
 
 Step StepRunner::prepare(std::span<const int32_t> tokens, const ModelState& state, int64_t vocab,
                          const Tensor& logits, bool all_logits) {
@@ -43,15 +45,17 @@ Step StepRunner::prepare(std::span<const int32_t> tokens, const ModelState& stat
   check(T > 0, ErrorKind::kInvalidInput, "forward needs at least one token");
   const int64_t start = state.n_tokens;
   check(start + T <= state.capacity, ErrorKind::kInvalidInput,
-        "context overflow: {} tokens do not fit the state's capacity of {}", start + T, state.capacity);
-  check(logits.numel() == (all_logits ? T * vocab : vocab), ErrorKind::kInternal, "forward: logits shape {}",
-        logits.shape.str());
+        "context overflow: {} tokens do not fit the state's capacity of {}", start + T,
+        state.capacity);
+  check(logits.numel() == (all_logits ? T * vocab : vocab), ErrorKind::kInternal,
+        "forward: logits shape {}", logits.shape.str());
   for (int32_t id : tokens)
-    check(id >= 0 && id < vocab, ErrorKind::kInvalidInput, "token id {} is outside the vocabulary (size {})", id,
-          vocab);
+    check(id >= 0 && id < vocab, ErrorKind::kInvalidInput,
+          "token id {} is outside the vocabulary (size {})", id, vocab);
   for (const StateBuffer& b : state.buffers)
-    check(b.tensor.device() == device_, ErrorKind::kInvalidInput, "the state lives on {}, the model on {}",
-          backend::device_label(b.tensor.device()), backend::device_label(device_));
+    check(b.tensor.device() == device_, ErrorKind::kInvalidInput,
+          "the state lives on {}, the model on {}", backend::device_label(b.tensor.device()),
+          backend::device_label(device_));
   Step s;
   s.start = start;
   s.tokens = T;
@@ -59,7 +63,8 @@ Step StepRunner::prepare(std::span<const int32_t> tokens, const ModelState& stat
   const Tensor inputs = io_.get(kInputs, {2, T}, DType::kI32);
   staging_.resize(static_cast<size_t>(2 * T));
   std::memcpy(staging_.data(), tokens.data(), static_cast<size_t>(T) * sizeof(int32_t));
-  for (int64_t t = 0; t < T; ++t) staging_[static_cast<size_t>(T + t)] = static_cast<int32_t>(start + t);
+  for (int64_t t = 0; t < T; ++t)
+    staging_[static_cast<size_t>(T + t)] = static_cast<int32_t>(start + t);
   backend::copy_from_host(staging_.data(), inputs);
   s.ids = inputs.rows(0, 1).reshaped({T});
   s.positions = inputs.rows(1, 2).reshaped({T});
@@ -70,8 +75,8 @@ Step StepRunner::prepare(std::span<const int32_t> tokens, const ModelState& stat
 bool StepRunner::replay(const Step& step, const ModelState& state, bool all_logits) {
   capture_next_ = false;
   if (!graphs_ || step.tokens > kGraphMaxTokens) return false;
-  const uint64_t generation =
-      (scratch_.generation() * 1000003u + io_.generation()) * 1000003u + backend::device_memory_generation(device_);
+  const uint64_t generation = (scratch_.generation() * 1000003u + io_.generation()) * 1000003u +
+                              backend::device_memory_generation(device_);
   if (generation != generation_) {
     entries_.clear();  // recorded addresses may be gone
     generation_ = generation;
@@ -101,6 +106,8 @@ bool StepRunner::replay(const Step& step, const ModelState& state, bool all_logi
   return false;
 }
 
-void StepRunner::store_graph(backend::StepGraph graph) { entries_[current_].graph = std::move(graph); }
+void StepRunner::store_graph(backend::StepGraph graph) {
+  entries_[current_].graph = std::move(graph);
+}
 
 }  // namespace strata::model

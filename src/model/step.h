@@ -91,8 +91,8 @@ class StepRunner {
     std::optional<backend::StepGraph> graph;
   };
 
-  Step prepare(std::span<const int32_t> tokens, const ModelState& state, int64_t vocab, const Tensor& logits,
-               bool all_logits);
+  Step prepare(std::span<const int32_t> tokens, const ModelState& state, int64_t vocab,
+               const Tensor& logits, bool all_logits);
   // Launches the graph for this step if one exists; otherwise decides whether the body should be
   // captured this time (capture_next_).
   bool replay(const Step& step, const ModelState& state, bool all_logits);
@@ -106,7 +106,7 @@ class StepRunner {
   std::vector<Entry> entries_;  // oldest first
   size_t current_ = 0;          // entry of the step being run
   bool capture_next_ = false;
-  uint64_t generation_ = 0;     // scratch + device memory generation the entries were made at
+  uint64_t generation_ = 0;  // scratch + device memory generation the entries were made at
 };
 
 }  // namespace strata::model

@@ -82,9 +82,10 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 void copy(const void* src, Device src_device, void* dst, Device dst_device, size_t nbytes) {
   if (nbytes == 0) return;
-  const cudaMemcpyKind kind = src_device == Device::kCuda
-                                  ? (dst_device == Device::kCuda ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
-                                  : (dst_device == Device::kCuda ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  const cudaMemcpyKind kind =
+      src_device == Device::kCuda
+          ? (dst_device == Device::kCuda ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+          : (dst_device == Device::kCuda ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
   STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream()));
   if (dst_device == Device::kCpu) synchronize();
 }
@@ -139,9 +140,13 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   return *this;
 }
 
-void Graph::launch() const { STRATA_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), stream())); }
+void Graph::launch() const {
+  STRATA_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), stream()));
+}
 
-void begin_capture() { STRATA_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal)); }
+void begin_capture() {
+  STRATA_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+}
 
 Graph end_capture() {
   cudaGraph_t graph = nullptr;

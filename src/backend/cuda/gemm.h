@@ -6,8 +6,8 @@
 
 namespace strata::backend::cuda {
 
-// out = x · wᵀ. F32 weights: an fp32 GEMM (exact to rounding, as the CPU). MLX affine weights: tiles
-// of rows dequantized to bf16 in a workspace, x rounded to bf16, fp32 accumulation.
+// out = x · wᵀ. F32 weights: an fp32 GEMM (exact to rounding, as the CPU). MLX affine weights:
+// tiles of rows dequantized to bf16 in a workspace, x rounded to bf16, fp32 accumulation.
 void gemm(const Tensor& x, const Weight& w, const Tensor& out);
 
 }  // namespace strata::backend::cuda
