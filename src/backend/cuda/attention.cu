@@ -1,7 +1,8 @@
-// Causal grouped-query attention over a KV cache on the GPU, in fp32 on CUDA cores: one tiled
-// online-softmax kernel serves decode, speculative verify and prefill, splitting the keys when too
-// few blocks would run, and a second kernel merges the splits. Lengths come from the positions on
-// the device, so one captured graph serves every step below its kv_bound.
+// Causal grouped-query attention over a KV cache on the GPU, in fp32 on CUDA cores: a decode kernel
+// that streams keys through registers (up to 8 query rows per KV head), a tiled flash-attention
+// kernel for verify steps and prefill, and a merge of the split-KV partial results both produce
+// when too few blocks would run. Lengths come from the positions on the device, so one captured
+// graph serves every step below its kv_bound.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -15,37 +16,36 @@ namespace strata::backend::cuda {
 
 namespace {
 
-// Layout. A block owns kRows query rows of one KV head: row i of the head stands for query
-// t = i / group and head g = i % group, so every key and value read from memory serves the whole
-// GQA group (and all the queries of a decode or verify step). Its warps own kRowsPerWarp rows
-// each and share the K/V tiles of kTileKeys keys that the block streams through shared memory. In a
-// tile, lane (rg, cg) = (lane / 8, lane % 8) scores kRowsPerWarp / 4 rows against keys cg + 8j
-// (j < 4), reading 16-byte vectors of q and k from shared memory (a row stride of D + 4 floats
-// spreads the 8 keys over all banks); then each lane accumulates every row of its warp for its
-// share of the D output columns. Each warp keeps its own running max and sum per row, so only the
-// K/V buffers need block barriers.
-constexpr int kTileKeys = 32;
+// Both kernels work on the rows of one KV head: row i stands for query t = i / group and head
+// g = i % group, so every key and value read from memory serves the whole GQA group (and all the
+// queries of a verify step). A block takes some rows and one split of the keys those rows see;
+// splits > 1 leave partial results (unnormalized output, running max, sum) for the merge kernel.
+// Scores are kept in log2 units (scale · log2 e folded into q·k) so that exp2f does the softmax.
+constexpr int kTileKeys = 32;  // keys per tile of the tiled kernel; splits are whole tiles
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -INFINITY;
 
 struct Params {
-  const float* q;          // [T, Hq, D]
-  const float* k;          // [capacity, Hkv, D]
-  const float* v;          // [capacity, Hkv, D]
+  const float* q;            // [T, Hq, D]
+  const float* k;            // [capacity, Hkv, D]
+  const float* v;            // [capacity, Hkv, D]
   const int32_t* positions;  // [T] on the device
-  float* out;              // [T, Hq, D]; written directly when splits == 1
-  float* part_o;           // [splits, T * Hq, D]: unnormalized outputs of each split
-  float2* part_ml;         // [splits, T * Hq]: (running max in log2 units, sum) of each split
+  float* out;                // [T, Hq, D]; written directly when splits == 1
+  float* part_o;             // [splits, T * Hq, D]: unnormalized outputs of each split
+  float2* part_ml;           // [splits, T * Hq]: (running max in log2 units, sum) of each split
   int T, Hq, Hkv, group, capacity, window, splits;
   float scale_log2;  // scale · log2(e): scores live in log2 units so exp2f does the softmax
 };
 
-__device__ inline int first_key(int pos, int window) { return window > 0 ? max(0, pos - window + 1) : 0; }
+__device__ inline int first_key(int pos, int window) {
+  return window > 0 ? max(0, pos - window + 1) : 0;
+}
 
 // 16-byte asynchronous copy into shared memory; src_bytes 0 writes zeros without reading src.
 __device__ inline void cp_async16(void* smem, const void* gmem, int src_bytes) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(src_bytes)
                : "memory");
 }
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -86,7 +86,8 @@ __device__ inline void store_vec(float* p, const float* x) {
 
 // Lanes of one row group (8 consecutive lanes) reduce together.
 __device__ inline float group8_max(float v) {
-  for (int offset = 1; offset < 8; offset *= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 1; offset < 8; offset *= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 __device__ inline float group8_sum(float v) {
@@ -101,7 +102,8 @@ constexpr int vec_width() {
 
 template <int D, int kRowsPerWarp, int kWarps>
 constexpr size_t smem_bytes() {
-  return sizeof(float) * ((kRowsPerWarp * kWarps + 2 * kTileKeys) * (D + 4) + kWarps * kTileKeys * kRowsPerWarp);
+  return sizeof(float) *
+         ((kRowsPerWarp * kWarps + 2 * kTileKeys) * (D + 4) + kWarps * kTileKeys * kRowsPerWarp);
 }
 
 // Copies rows [start, start + kTileKeys) of one KV head of a cache into a tile; rows outside
@@ -109,7 +111,8 @@ constexpr size_t smem_bytes() {
 // Each warp copies whole rows, 32 lanes side by side (several rows at once when a row has fewer
 // than 32 chunks of 16 bytes), so the address arithmetic is paid once per row, not per chunk.
 template <int D, int kWarps>
-__device__ inline void load_tile(float* tile, const float* head, int64_t row_stride, int start, int lo, int hi) {
+__device__ inline void load_tile(float* tile, const float* head, int64_t row_stride, int start,
+                                 int lo, int hi) {
   constexpr int kChunks = D / 4;
   constexpr int kRowsPerPass = kChunks < 32 && 32 % kChunks == 0 ? 32 / kChunks : 1;
   constexpr int kLaneChunks = (kChunks + 31) / 32;
@@ -132,7 +135,8 @@ __device__ inline void load_tile(float* tile, const float* head, int64_t row_str
 // Writes one row's result: normalized into out (one split), or the split's partial state.
 // o holds this lane's columns; l == 0 means the split saw no key of the row.
 template <int D>
-__device__ inline void store_row(const Params& p, int64_t row, int lane, const float* o, float m, float l) {
+__device__ inline void store_row(const Params& p, int64_t row, int lane, const float* o, float m,
+                                 float l) {
   constexpr int kVec = vec_width<D>(), kCols = D / (32 * kVec);
   if (p.splits == 1) {
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
@@ -146,14 +150,42 @@ __device__ inline void store_row(const Params& p, int64_t row, int lane, const f
   } else {
     const int64_t split_row = static_cast<int64_t>(blockIdx.z) * p.T * p.Hq + row;
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) store_vec<kVec>(p.part_o + split_row * D + (c * 32 + lane) * kVec, o + c * kVec);
+    for (int c = 0; c < kCols; ++c)
+      store_vec<kVec>(p.part_o + split_row * D + (c * 32 + lane) * kVec, o + c * kVec);
     if (lane == 0) p.part_ml[split_row] = make_float2(l > 0.0f ? m : kNegInf, l);
   }
 }
 
-// Grid: (row tiles, Hkv, splits). Block: kWarps warps.
+// Row i of a KV head's rows (query t = i / group, head g = i % group) as a row of q and out.
+__device__ inline int64_t q_row(const Params& p, int kvh, int i) {
+  return static_cast<int64_t>(i / p.group) * p.Hq + kvh * p.group + i % p.group;
+}
+
+// The keys that rows [first_row, last_row] of a KV head see, [first position's window start, last
+// position], and this split's even share of them in whole tiles (empty: lo > hi).
+struct KeyRange {
+  int lo, hi;
+};
+__device__ inline KeyRange split_keys(const Params& p, int first_row, int last_row) {
+  const int blk_lo = first_key(__ldg(p.positions + first_row / p.group), p.window);
+  const int blk_hi = min(__ldg(p.positions + last_row / p.group), p.capacity - 1);
+  const int len = blk_hi - blk_lo + 1;
+  const int chunk = len > 0 ? (len + p.splits - 1) / p.splits : 0;
+  const int span = (chunk + kTileKeys - 1) / kTileKeys * kTileKeys;
+  const int lo = blk_lo + static_cast<int>(blockIdx.z) * span;
+  return {lo, min(lo + span - 1, blk_hi)};
+}
+
+// Verify steps and prefill. A block owns kRows rows; its warps own kRowsPerWarp rows each and
+// share the K/V tiles of kTileKeys keys that the block streams through shared memory (cp.async; the
+// next K tile loads during P·V, the next V tile during Q·K). In a tile, lane (rg, cg) =
+// (lane / 8, lane % 8) scores kRowsPerWarp / 4 rows against keys cg + 8j (j < 4), reading 16-byte
+// vectors of q and k from shared memory (a row stride of D + 4 floats spreads the 8 keys over all
+// banks); then each lane accumulates every row of its warp for its share of the D output columns.
+// Each warp keeps its own running max and sum per row, so only the K/V buffers need block barriers.
+// Grid: (row tiles, Hkv, splits).
 template <int D, int kRowsPerWarp, int kWarps>
-__global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params p) {
+__global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
   static_assert(D % 32 == 0 && D <= 256, "head_dim: a multiple of 32 up to 256");
   static_assert(kRowsPerWarp == 4 || kRowsPerWarp == 8, "4 row groups of 1 or 2 rows");
   constexpr int kThreads = 32 * kWarps;
@@ -164,10 +196,11 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
 
   extern __shared__ float4 smem4[];
   float* const qs = reinterpret_cast<float*>(smem4);  // [kRows][kStride]
-  float* const ks = qs + kRows * kStride;              // [kTileKeys][kStride]
-  float* const vs = ks + kTileKeys * kStride;          // [kTileKeys][kStride]
+  float* const ks = qs + kRows * kStride;             // [kTileKeys][kStride]
+  float* const vs = ks + kTileKeys * kStride;         // [kTileKeys][kStride]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* const ps = vs + kTileKeys * kStride + warp * kTileKeys * kRowsPerWarp;  // this warp's [key][row]
+  float* const ps =
+      vs + kTileKeys * kStride + warp * kTileKeys * kRowsPerWarp;  // this warp's [key][row]
 
   // Latest rows first: under a causal mask they have the most keys.
   const int row0 = (gridDim.x - 1 - blockIdx.x) * kRows;
@@ -175,14 +208,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
   const int rows_per_head = p.T * p.group;
   const int last_row = min(row0 + kRows, rows_per_head) - 1;
 
-  // The keys some row of the block sees, then this split's even share of them (whole tiles).
-  const int blk_lo = first_key(__ldg(p.positions + row0 / p.group), p.window);
-  const int blk_hi = min(__ldg(p.positions + last_row / p.group), p.capacity - 1);
-  const int len = blk_hi - blk_lo + 1;
-  const int chunk = len > 0 ? (len + p.splits - 1) / p.splits : 0;
-  const int span = (chunk + kTileKeys - 1) / kTileKeys * kTileKeys;
-  const int lo = blk_lo + static_cast<int>(blockIdx.z) * span;
-  const int hi = min(lo + span - 1, blk_hi);
+  const KeyRange range = split_keys(p, row0, last_row);
+  const int lo = range.lo, hi = range.hi;
 
   float o[kRowsPerWarp][kCols * kVec];
 #pragma unroll
@@ -194,10 +221,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int i = row0 + warp * kRowsPerWarp + r;
-      if (i < rows_per_head) {
-        const int t = i / p.group, g = i % p.group;
-        store_row<D>(p, static_cast<int64_t>(t) * p.Hq + kvh * p.group + g, lane, o[r], kNegInf, 0.0f);
-      }
+      if (i < rows_per_head) store_row<D>(p, q_row(p, kvh, i), lane, o[r], kNegInf, 0.0f);
     }
     return;
   }
@@ -228,8 +252,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
     const int r = c / (D / 4), col = (c % (D / 4)) * 4;
     const int i = row0 + r;
     const bool real = i < rows_per_head;
-    const float* src = real ? p.q + ((static_cast<int64_t>(i / p.group) * p.Hq + kvh * p.group + i % p.group) * D + col)
-                            : p.q;
+    const float* src = real ? p.q + q_row(p, kvh, i) * D + col : p.q;
     cp_async16(qs + r * kStride + col, src, real ? 16 : 0);
   }
   const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
@@ -265,9 +288,11 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
       for (int d = 0; d < D; d += 4) {
         float4 qv[kRowsPerLane], kv[4];
 #pragma unroll
-        for (int i = 0; i < kRowsPerLane; ++i) qv[i] = *reinterpret_cast<const float4*>(qrow + i * kStride + d);
+        for (int i = 0; i < kRowsPerLane; ++i)
+          qv[i] = *reinterpret_cast<const float4*>(qrow + i * kStride + d);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) kv[j] = *reinterpret_cast<const float4*>(krow + 8 * j * kStride + d);
+        for (int j = 0; j < 4; ++j)
+          kv[j] = *reinterpret_cast<const float4*>(krow + 8 * j * kStride + d);
 #pragma unroll
         for (int i = 0; i < kRowsPerLane; ++i)
 #pragma unroll
@@ -339,7 +364,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
 #pragma unroll
           for (int r = 0; r < kRowsPerWarp; ++r)
 #pragma unroll
-            for (int e = 0; e < kVec; ++e) o[r][c * kVec + e] = fmaf(pk[r], vv.x[e], o[r][c * kVec + e]);
+            for (int e = 0; e < kVec; ++e)
+              o[r][c * kVec + e] = fmaf(pk[r], vv.x[e], o[r][c * kVec + e]);
         }
       }
     }
@@ -354,10 +380,178 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_kernel(const Params 
     const float mr = __shfl_sync(0xffffffffu, m[r % kRowsPerLane], (r / kRowsPerLane) * 8);
     const float lr = __shfl_sync(0xffffffffu, l[r % kRowsPerLane], (r / kRowsPerLane) * 8);
     const int i = row0 + warp * kRowsPerWarp + r;
-    if (i < rows_per_head) {
-      const int t = i / p.group, g = i % p.group;
-      store_row<D>(p, static_cast<int64_t>(t) * p.Hq + kvh * p.group + g, lane, o[r], mr, lr);
+    if (i < rows_per_head) store_row<D>(p, q_row(p, kvh, i), lane, o[r], mr, lr);
+  }
+}
+
+// Decode: at most 8 rows per KV head (a decode step with a group of up to 8, or a short verify
+// step of a small group). Keys and values stream from memory straight into registers, 16 bytes per
+// lane, with no shared-memory tiles, so that many warps fit on an SM. Each lane holds D / 32
+// columns of every row's q, of kKeys keys and of every row's output; the kRows · kKeys = 16 partial
+// dot products of a step are summed across the warp by a reduce-scatter (16 shuffles), after which
+// each lane pair owns one (row, key) score. The warps of a block take interleaved steps of one
+// split and merge their states in shared memory at the end.
+constexpr int kDecodeWarps = 4;
+
+template <int D, int kRows>
+__global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params p) {
+  static_assert(kRows == 4 || kRows == 8, "16 scores per step");
+  constexpr int kKeys = 16 / kRows;
+  constexpr int kVec = vec_width<D>(), kCols = D / (32 * kVec), kE = kCols * kVec;
+  __shared__ __align__(16) float share[kDecodeWarps][16 + kRows];  // a step's p, then alpha per row
+  __shared__ __align__(16) float merge_o[kDecodeWarps][kRows][D];
+  __shared__ float merge_m[kDecodeWarps][kRows], merge_l[kDecodeWarps][kRows];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kvh = blockIdx.y;
+  const int rows = p.T * p.group;  // at most kRows
+  const KeyRange range = split_keys(p, 0, rows - 1);
+
+  float o[kRows][kE];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int e = 0; e < kE; ++e) o[r][e] = 0.0f;
+  if (range.lo > range.hi) {  // nothing for this split (the true length is below kv_bound)
+    for (int r = warp; r < rows; r += kDecodeWarps)
+      store_row<D>(p, q_row(p, kvh, r), lane, o[0], kNegInf, 0.0f);
+    return;
+  }
+
+  // q of every row at this lane's columns, in log2 units (padding rows: zeros, and masked below).
+  float q[kRows][kE];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const float* src = p.q + (r < rows ? q_row(p, kvh, r) : 0) * D;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const Vec<kVec> v = load_vec<kVec>(src + (c * 32 + lane) * kVec);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) q[r][c * kVec + e] = r < rows ? v.x[e] * p.scale_log2 : 0.0f;
     }
+  }
+
+  // The score this lane pair owns after the reduction, and the keys its row sees in this split.
+  const int owned = (lane >> 1) & 15, my_row = owned / kKeys, my_key = owned % kKeys;
+  int row_lo = INT_MAX, row_hi = INT_MIN;
+  if (my_row < rows) {
+    const int pos = __ldg(p.positions + my_row / p.group);
+    row_lo = max(first_key(pos, p.window), range.lo);
+    row_hi = min(pos, range.hi);
+  }
+  float m = kNegInf, l = 0.0f;  // of my_row
+
+  const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
+  const float* const k_head = p.k + static_cast<int64_t>(kvh) * D;
+  const float* const v_head = p.v + static_cast<int64_t>(kvh) * D;
+  for (int base = range.lo + warp * kKeys; base <= range.hi; base += kDecodeWarps * kKeys) {
+    // Keys past the split's end read as zeros (their memory may be unwritten); they are masked.
+    float kr[kKeys][kE], vr[kKeys][kE];
+#pragma unroll
+    for (int k = 0; k < kKeys; ++k) {
+      const bool in = base + k <= range.hi;
+      const float* ksrc = k_head + (in ? base + k : 0) * row_stride;
+      const float* vsrc = v_head + (in ? base + k : 0) * row_stride;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const Vec<kVec> kv = load_vec<kVec>(ksrc + (c * 32 + lane) * kVec);
+        const Vec<kVec> vv = load_vec<kVec>(vsrc + (c * 32 + lane) * kVec);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          kr[k][c * kVec + e] = in ? kv.x[e] : 0.0f;
+          vr[k][c * kVec + e] = in ? vv.x[e] : 0.0f;
+        }
+      }
+    }
+    // This lane's parts of the step's 16 scores (row-major), then a reduce-scatter over lane bits
+    // 4..1: each round keeps the half of the values that the lane's bit selects and adds the
+    // partner's copy of it; the last round sums the lane pair.
+    float d[16];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int k = 0; k < kKeys; ++k) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kE; ++e) acc = fmaf(q[r][e], kr[k][e], acc);
+        d[r * kKeys + k] = acc;
+      }
+#pragma unroll
+    for (int half = 8, bit = 16; half >= 1; half /= 2, bit /= 2) {
+      const bool upper = lane & bit;
+#pragma unroll
+      for (int i = 0; i < half; ++i) {
+        const float send = upper ? d[i] : d[i + half];
+        d[i] = (upper ? d[i + half] : d[i]) + __shfl_xor_sync(0xffffffffu, send, bit);
+      }
+    }
+    d[0] += __shfl_xor_sync(0xffffffffu, d[0], 1);
+
+    // Online softmax of my_row over this step's keys (the lanes of one row differ in bits 1..).
+    const int key = base + my_key;
+    const float s = key >= row_lo && key <= row_hi ? d[0] : kNegInf;
+    float step_max = s;
+#pragma unroll
+    for (int b = 2; b < 2 * kKeys; b *= 2)
+      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, b));
+    const float m_new = fmaxf(m, step_max);
+    const float m_use = m_new == kNegInf ? 0.0f : m_new;
+    const float alpha = exp2f(m - m_use), pr = exp2f(s - m_use);
+    float step_sum = pr;
+#pragma unroll
+    for (int b = 2; b < 2 * kKeys; b *= 2) step_sum += __shfl_xor_sync(0xffffffffu, step_sum, b);
+    l = l * alpha + step_sum;
+    m = m_new;
+
+    // Every lane needs all rows' p and alpha for its columns of the output.
+    if ((lane & 1) == 0) {
+      share[warp][owned] = pr;
+      if (my_key == 0) share[warp][16 + my_row] = alpha;
+    }
+    __syncwarp();
+    float ps[16 + kRows];
+#pragma unroll
+    for (int i = 0; i < 16 + kRows; i += 4) {
+      const float4 x = *reinterpret_cast<const float4*>(&share[warp][i]);
+      ps[i] = x.x, ps[i + 1] = x.y, ps[i + 2] = x.z, ps[i + 3] = x.w;
+    }
+    __syncwarp();  // read before the next step overwrites
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int e = 0; e < kE; ++e) {
+        float acc = o[r][e] * ps[16 + r];
+#pragma unroll
+        for (int k = 0; k < kKeys; ++k) acc = fmaf(ps[r * kKeys + k], vr[k][e], acc);
+        o[r][e] = acc;
+      }
+  }
+
+  // Merge the warps' states of each row (log-sum-exp), one row per warp at a time.
+  if ((lane & 1) == 0 && my_key == 0) merge_m[warp][my_row] = m, merge_l[warp][my_row] = l;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int c = 0; c < kCols; ++c)
+      store_vec<kVec>(&merge_o[warp][r][(c * 32 + lane) * kVec], o[r] + c * kVec);
+  __syncthreads();
+  for (int r = warp; r < rows; r += kDecodeWarps) {
+    float mx = kNegInf;
+    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, merge_m[w][r]);
+    const float m_use = mx == kNegInf ? 0.0f : mx;
+    float sum = 0.0f, acc[kE] = {};
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float wm = merge_m[w][r];
+      const float weight = wm == kNegInf ? 0.0f : exp2f(wm - m_use);
+      sum += weight * merge_l[w][r];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const Vec<kVec> x = load_vec<kVec>(&merge_o[w][r][(c * 32 + lane) * kVec]);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[c * kVec + e] = fmaf(weight, x.x[e], acc[c * kVec + e]);
+      }
+    }
+    store_row<D>(p, q_row(p, kvh, r), lane, acc, mx, sum);
   }
 }
 
@@ -368,8 +562,8 @@ constexpr int kMergeWarps = 16;
 
 template <int D>
 __global__ void __launch_bounds__(32 * kMergeWarps)
-    merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml, int splits, int rows,
-                 float* __restrict__ out) {
+    merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml, int splits,
+                 int rows, float* __restrict__ out) {
   constexpr int kVec = vec_width<D>(), kSlab = 32 * kVec;
   __shared__ float red[kMergeWarps];
   __shared__ __align__(16) float partial[kMergeWarps][kSlab];
@@ -377,8 +571,10 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   const int col = blockIdx.y * kSlab + lane * kVec;
 
   float m = kNegInf;
-  for (int s = threadIdx.x; s < splits; s += blockDim.x) m = fmaxf(m, part_ml[static_cast<int64_t>(s) * rows + row].x);
-  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  for (int s = threadIdx.x; s < splits; s += blockDim.x)
+    m = fmaxf(m, part_ml[static_cast<int64_t>(s) * rows + row].x);
+  for (int offset = 16; offset > 0; offset /= 2)
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
   if (lane == 0) red[warp] = m;
   __syncthreads();
   m = red[0];
@@ -426,29 +622,22 @@ int sm_count() {
   return count;
 }
 
-// Splits of the keys: enough blocks for every SM to hold as many as fit, but at least
-// kMinTilesPerSplit tiles of kv_bound each (fewer, longer splits cost less to merge).
-constexpr int64_t kMinTilesPerSplit = 1;
 constexpr int kMaxSplits = 1024;
 
-template <int D, int kRowsPerWarp, int kWarps>
-void run(Params p, int64_t kv_bound) {
-  constexpr int kRows = kRowsPerWarp * kWarps;
-  constexpr size_t kSmem = smem_bytes<D, kRowsPerWarp, kWarps>();
-  auto* const kernel = attention_kernel<D, kRowsPerWarp, kWarps>;
-  // Once per instantiation, on the eager call that precedes any capture.
-  static const int blocks_per_sm = [kernel] {
-    STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-    int n = 0;
-    STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kWarps, kSmem));
-    return n > 0 ? n : 1;
-  }();
-
-  const int64_t row_tiles = (static_cast<int64_t>(p.T) * p.group + kRows - 1) / kRows;
+// Launches kernel (rows_per_block rows of a KV head per block) over enough splits of the keys for
+// every SM to hold as many blocks as fit, at most one per tile of kv_bound, then merges the splits.
+// (On an H200, one full wave of short splits beat fewer, longer ones even with the merge.)
+// blocks_per_sm comes from the occupancy calculator, once per kernel, on the eager call that
+// precedes any capture.
+template <int D>
+void launch(void (*kernel)(Params), int threads, size_t smem, int blocks_per_sm, int rows_per_block,
+            Params p, int64_t kv_bound) {
+  const int64_t row_tiles =
+      (static_cast<int64_t>(p.T) * p.group + rows_per_block - 1) / rows_per_block;
   const int64_t blocks = row_tiles * p.Hkv;
   const int64_t target = static_cast<int64_t>(blocks_per_sm) * sm_count();
   int64_t splits = (target + blocks - 1) / blocks;
-  const int64_t max_splits = (kv_bound + kTileKeys * kMinTilesPerSplit - 1) / (kTileKeys * kMinTilesPerSplit);
+  const int64_t max_splits = (kv_bound + kTileKeys - 1) / kTileKeys;
   if (splits > max_splits) splits = max_splits;
   if (splits > kMaxSplits) splits = kMaxSplits;
   if (splits < 1) splits = 1;
@@ -464,48 +653,79 @@ void run(Params p, int64_t kv_bound) {
     p.part_o = reinterpret_cast<float*>(ws + ml_bytes);
   }
   const cudaStream_t s = stream();
-  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(splits));
-  kernel<<<grid, 32 * kWarps, kSmem, s>>>(p);
+  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.Hkv),
+                  static_cast<unsigned>(splits));
+  kernel<<<grid, threads, smem, s>>>(p);
   STRATA_CUDA_CHECK(cudaGetLastError());
   if (splits > 1) {
     const dim3 merge_grid(static_cast<unsigned>(rows), D / (32 * vec_width<D>()));
-    merge_kernel<D><<<merge_grid, 32 * kMergeWarps, 0, s>>>(p.part_o, p.part_ml, p.splits, static_cast<int>(rows),
-                                                            p.out);
+    merge_kernel<D><<<merge_grid, 32 * kMergeWarps, 0, s>>>(p.part_o, p.part_ml, p.splits,
+                                                            static_cast<int>(rows), p.out);
     STRATA_CUDA_CHECK(cudaGetLastError());
   }
 }
 
-// Row blocking from the rows per KV head (T · group): decode with a group of up to 4 wastes no
-// lanes on padding rows; prefill uses 64-row blocks.
+template <int D, int kRows>
+void run_decode(const Params& p, int64_t kv_bound) {
+  auto* const kernel = decode_kernel<D, kRows>;
+  static const int blocks_per_sm = [kernel] {
+    int n = 0;
+    STRATA_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kDecodeWarps, 0));
+    return n > 0 ? n : 1;
+  }();
+  launch<D>(kernel, 32 * kDecodeWarps, 0, blocks_per_sm, kRows, p, kv_bound);
+}
+
+template <int D, int kRowsPerWarp, int kWarps>
+void run_tiled(const Params& p, int64_t kv_bound) {
+  constexpr size_t kSmem = smem_bytes<D, kRowsPerWarp, kWarps>();
+  auto* const kernel = tiled_kernel<D, kRowsPerWarp, kWarps>;
+  static const int blocks_per_sm = [kernel] {
+    STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(kSmem)));
+    int n = 0;
+    STRATA_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kWarps, kSmem));
+    return n > 0 ? n : 1;
+  }();
+  launch<D>(kernel, 32 * kWarps, kSmem, blocks_per_sm, kRowsPerWarp * kWarps, p, kv_bound);
+}
+
+// By the rows per KV head (T · group): decode steps stream keys through registers; verify steps and
+// prefill use tiles of 16 to 64 rows.
 template <int D>
 void run_rows(const Params& p, int64_t kv_bound) {
   const int64_t rows = static_cast<int64_t>(p.T) * p.group;
   if (rows <= 4) {
-    run<D, 4, 1>(p, kv_bound);
+    run_decode<D, 4>(p, kv_bound);
   } else if (rows <= 8) {
-    run<D, 8, 1>(p, kv_bound);
+    run_decode<D, 8>(p, kv_bound);
   } else if (rows <= 16) {
-    run<D, 8, 2>(p, kv_bound);
+    run_tiled<D, 8, 2>(p, kv_bound);
   } else if (rows <= 32) {
-    run<D, 8, 4>(p, kv_bound);
+    run_tiled<D, 8, 4>(p, kv_bound);
   } else {
-    run<D, 8, 8>(p, kv_bound);
+    run_tiled<D, 8, 8>(p, kv_bound);
   }
 }
 
 }  // namespace
 
-void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
-               int64_t kv_bound, float scale, int64_t window, const Tensor& out) {
+void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+               const Tensor& positions, int64_t kv_bound, float scale, int64_t window,
+               const Tensor& out) {
   const int64_t T = q.dim(0), Hq = q.dim(1), D = q.dim(2), Hkv = k_cache.dim(1);
   if (T == 0) return;
-  const auto misaligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data) % 16 != 0; };
+  const auto misaligned = [](const Tensor& t) {
+    return reinterpret_cast<uintptr_t>(t.data) % 16 != 0;
+  };
   if (D % 32 != 0 || D > 256)
-    throw_cuda_error(cudaErrorInvalidValue, "attention: head_dim must be a multiple of 32 up to 256", __FILE__,
-                     __LINE__);
+    throw_cuda_error(cudaErrorInvalidValue,
+                     "attention: head_dim must be a multiple of 32 up to 256", __FILE__, __LINE__);
   if (misaligned(q) || misaligned(k_cache) || misaligned(v_cache) || misaligned(out))
-    throw_cuda_error(cudaErrorMisalignedAddress, "attention: q, caches and out must be 16-byte aligned", __FILE__,
-                     __LINE__);
+    throw_cuda_error(cudaErrorMisalignedAddress,
+                     "attention: q, caches and out must be 16-byte aligned", __FILE__, __LINE__);
   Params p{};
   p.q = q.as<const float>();
   p.k = k_cache.as<const float>();
@@ -517,17 +737,34 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
   p.Hkv = static_cast<int>(Hkv);
   p.group = static_cast<int>(Hq / Hkv);
   p.capacity = static_cast<int>(k_cache.dim(0));
-  p.window = window > 0 && window < INT_MAX ? static_cast<int>(window) : 0;  // beyond any position: none
+  // A window beyond any position limits nothing.
+  p.window = window > 0 && window < INT_MAX ? static_cast<int>(window) : 0;
   p.scale_log2 = scale * kLog2e;
   switch (D) {
-    case 32: run_rows<32>(p, kv_bound); break;
-    case 64: run_rows<64>(p, kv_bound); break;
-    case 96: run_rows<96>(p, kv_bound); break;
-    case 128: run_rows<128>(p, kv_bound); break;
-    case 160: run_rows<160>(p, kv_bound); break;
-    case 192: run_rows<192>(p, kv_bound); break;
-    case 224: run_rows<224>(p, kv_bound); break;
-    default: run_rows<256>(p, kv_bound); break;
+    case 32:
+      run_rows<32>(p, kv_bound);
+      break;
+    case 64:
+      run_rows<64>(p, kv_bound);
+      break;
+    case 96:
+      run_rows<96>(p, kv_bound);
+      break;
+    case 128:
+      run_rows<128>(p, kv_bound);
+      break;
+    case 160:
+      run_rows<160>(p, kv_bound);
+      break;
+    case 192:
+      run_rows<192>(p, kv_bound);
+      break;
+    case 224:
+      run_rows<224>(p, kv_bound);
+      break;
+    default:
+      run_rows<256>(p, kv_bound);
+      break;
   }
 }
 

@@ -1,0 +1,246 @@
+// cuda::attention against the CPU op on random inputs: decode, speculative-verify and prefill
+// shapes, GQA groups, sliding windows, KV bounds above the true length, and a captured graph
+// replayed at later positions. Skips where no CUDA device is present.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/ops.h"
+
+namespace strata {
+namespace {
+
+namespace cuda = backend::cuda;
+
+HostTensor random_tensor(Shape shape, uint32_t seed) {
+  HostTensor t(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = d(rng);
+  return t;
+}
+
+HostTensor nan_tensor(Shape shape) {
+  HostTensor t(DType::kF32, shape);
+  std::fill_n(t.as<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+  return t;
+}
+
+// Tolerance |got - ref| ≤ kTol · (1 + |ref|): both sides are fp32 with different summation orders
+// (measured worst 2e-6 against a float64 reference on an H200); a key dropped or added among a few
+// hundred moves outputs by 1e-3 or more.
+constexpr float kTol = 5e-5f;
+
+void expect_close(const HostTensor& got, const HostTensor& ref, float tol,
+                  const std::string& what) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const float g = got.as<float>()[i], r = ref.as<float>()[i];
+    if (!(std::fabs(g - r) <= tol * (1.0f + std::fabs(r)))) {  // NaN fails too
+      if (bad == 0) ADD_FAILURE() << what << ": element " << i << " is " << g << ", want " << r;
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// A KV cache on the host and the device. Rows a case must not read are NaN on the device (the CPU
+// reference never reads them), so a kernel that reads past the true length or before the window
+// start, or weights an unwritten row by zero, fails.
+class Cache {
+ public:
+  Cache(int64_t capacity, int64_t kv_heads, int64_t head_dim, uint32_t seed)
+      : k_(random_tensor({capacity, kv_heads, head_dim}, seed)),
+        v_(random_tensor({capacity, kv_heads, head_dim}, seed + 1)),
+        nan_(nan_tensor({capacity, kv_heads, head_dim})),
+        dk_(cuda::upload(k_)),
+        dv_(cuda::upload(v_)) {}
+
+  const HostTensor& k() const { return k_; }
+  const HostTensor& v() const { return v_; }
+  const Tensor& dk() const { return dk_.view; }
+  const Tensor& dv() const { return dv_.view; }
+  int64_t capacity() const { return k_.shape()[0]; }
+
+  // Device rows [lo, hi] hold the cache; all others NaN.
+  void expose(int64_t lo, int64_t hi) {
+    const size_t row = k_.view().nbytes() / static_cast<size_t>(capacity());
+    for (const auto& [host, dev] : {std::pair{&k_, &dk_}, std::pair{&v_, &dv_}}) {
+      auto* d = static_cast<char*>(dev->view.data);
+      cuda::copy(host->as<char>(), Device::kCpu, d, Device::kCuda, host->view().nbytes());
+      if (lo > 0) cuda::copy(nan_.as<char>(), Device::kCpu, d, Device::kCuda, lo * row);
+      if (hi + 1 < capacity())
+        cuda::copy(nan_.as<char>(), Device::kCpu, d + (hi + 1) * row, Device::kCuda,
+                   (capacity() - hi - 1) * row);
+    }
+  }
+
+ private:
+  HostTensor k_, v_, nan_;
+  cuda::DeviceTensor dk_, dv_;
+};
+
+struct Case {
+  int64_t q_heads, T, start, window;
+  std::vector<int64_t> bounds;
+};
+
+// Runs one case (positions start .. start + T - 1) at each bound and compares with the CPU op.
+void check_case(Cache& cache, const Case& c, uint32_t seed, float tol = kTol) {
+  const int64_t D = cache.k().shape()[2], T = c.T;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const HostTensor q = random_tensor({T, c.q_heads, D}, seed);
+  HostTensor positions(DType::kI32, {T});
+  for (int64_t t = 0; t < T; ++t) positions.as<int32_t>()[t] = static_cast<int32_t>(c.start + t);
+  HostTensor ref(DType::kF32, {T, c.q_heads, D}), got(DType::kF32, {T, c.q_heads, D});
+  backend::cpu::attention(q, cache.k(), cache.v(),
+                          std::span<const int32_t>(positions.as<int32_t>(), T), scale, c.window,
+                          ref);
+
+  cache.expose(c.window > 0 ? std::max<int64_t>(0, c.start - c.window + 1) : 0, c.start + T - 1);
+  const auto dq = cuda::upload(q), dpos = cuda::upload(positions);
+  for (int64_t bound : c.bounds) {
+    const auto dout = cuda::upload(nan_tensor({T, c.q_heads, D}));  // every element must be written
+    backend::attention(dq.view, cache.dk(), cache.dv(), dpos.view, bound, scale, c.window,
+                       dout.view);
+    cuda::download(dout.view, got);
+    std::ostringstream what;
+    what << "D " << D << " Hq " << c.q_heads << " Hkv " << cache.k().shape()[1] << " T " << T
+         << " start " << c.start << " window " << c.window << " bound " << bound;
+    expect_close(got, ref, tol, what.str());
+  }
+}
+
+// The exact bound, one rounded up as a caller sizing graphs would, and the whole cache.
+std::vector<int64_t> bounds_for(int64_t last_position, int64_t capacity) {
+  const int64_t exact = last_position + 1;
+  return {exact, std::min<int64_t>((exact + 255) / 256 * 256, capacity), capacity};
+}
+
+class CudaAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+constexpr int64_t kCapacity = 4096 + 700;
+constexpr int64_t kHeads[][2] = {{16, 4}, {8, 2}, {4, 4}};  // (Hq, Hkv): groups of 4, 4 and 1
+
+// Decode and speculative verify (few queries, split over the keys), from the first position to
+// the end of a 4K cache, with and without a window.
+TEST_F(CudaAttention, DecodeAndVerifyMatchCpu) {
+  uint32_t seed = 100;
+  for (int64_t D : {64, 128, 256, 96, 160}) {
+    for (const auto& heads : kHeads) {
+      if ((D == 96 || D == 160) && heads[0] != 8) continue;
+      Cache cache(kCapacity, heads[1], D, seed++);
+      for (int64_t T : {1, 3, 8})
+        for (int64_t start : {0, 5, 1000, 4095})
+          for (int64_t window : {0, 37})
+            check_case(cache, {heads[0], T, start, window, bounds_for(start + T - 1, kCapacity)},
+                       seed++);
+    }
+  }
+}
+
+// Prefill and long verify chunks (query tiles streamed against K/V tiles), starting at the cache's
+// beginning or after earlier chunks.
+TEST_F(CudaAttention, PrefillMatchesCpu) {
+  uint32_t seed = 200;
+  for (int64_t D : {64, 128, 256}) {
+    for (const auto& heads : kHeads) {
+      Cache cache(kCapacity, heads[1], D, seed++);
+      for (int64_t start : {0, 5, 1000, 4095}) {
+        for (int64_t window : {0, 37}) {
+          check_case(cache, {heads[0], 100, start, window, {start + 100, kCapacity}}, seed++);
+          if (D == 128 || (heads[0] == 8 && start != 1000))
+            check_case(cache, {heads[0], 700, start, window, {start + 700, kCapacity}}, seed++);
+        }
+      }
+    }
+  }
+}
+
+// Every supported head_dim (multiples of 32 up to 256), for a decode step and a short prefill.
+TEST_F(CudaAttention, EveryHeadDimMatchesCpu) {
+  uint32_t seed = 300;
+  for (int64_t D = 32; D <= 256; D += 32) {
+    Cache cache(600, 2, D, seed++);
+    for (int64_t T : {1, 2, 5, 40})
+      for (int64_t window : {0, 37})
+        check_case(cache, {8, T, 599 - T + 1 - 17, window, bounds_for(599 - 17, 600)}, seed++);
+  }
+}
+
+// A decode step deep into a 16K cache (many splits), a windowed one, a verify step there, and a
+// 2048-token prefill from an empty cache.
+TEST_F(CudaAttention, LongContextsMatchCpu) {
+  {
+    Cache cache(16384, 4, 256, 400);
+    check_case(cache, {16, 1, 16000, 0, {16001, 16384}}, 401, 1e-4f);
+    check_case(cache, {16, 1, 16000, 4096, {16001, 16384}}, 402, 1e-4f);
+    check_case(cache, {16, 4, 16000, 0, {16004, 16384}}, 403, 1e-4f);
+  }
+  {
+    Cache cache(2048, 2, 128, 410);
+    check_case(cache, {8, 2048, 0, 0, {2048}}, 411);
+    check_case(cache, {8, 2048, 0, 300, {2048}}, 412);
+  }
+}
+
+// A decode step captured once at a bound and replayed with later positions written into the same
+// device tensor (what the engine's decode graph does): the lengths come from the device.
+TEST_F(CudaAttention, CapturedGraphServesLaterPositions) {
+  const int64_t D = 128, Hq = 16, Hkv = 4, bound = 3000;
+  Cache cache(4096, Hkv, D, 500);
+  cache.expose(0, cache.capacity() - 1);
+  for (int64_t T : {1, 4}) {
+    for (int64_t window : {0, 100}) {
+      const float scale = 0.09f;
+      const HostTensor q = random_tensor({T, Hq, D}, 501 + static_cast<uint32_t>(T));
+      HostTensor positions(DType::kI32, {T}), ref(DType::kF32, {T, Hq, D}),
+          got(DType::kF32, {T, Hq, D});
+      for (int64_t t = 0; t < T; ++t)
+        positions.as<int32_t>()[t] = static_cast<int32_t>(bound - T + t);
+      const auto dq = cuda::upload(q), dpos = cuda::upload(positions), dout = cuda::upload(got);
+      // The eager call sizes the workspace for this bound before the capture.
+      backend::attention(dq.view, cache.dk(), cache.dv(), dpos.view, bound, scale, window,
+                         dout.view);
+      cuda::synchronize();
+      cuda::begin_capture();
+      backend::attention(dq.view, cache.dk(), cache.dv(), dpos.view, bound, scale, window,
+                         dout.view);
+      const cuda::Graph graph = cuda::end_capture();
+      for (int64_t start :
+           {int64_t{0}, int64_t{1}, int64_t{33}, int64_t{700}, int64_t{2222}, bound - T}) {
+        for (int64_t t = 0; t < T; ++t)
+          positions.as<int32_t>()[t] = static_cast<int32_t>(start + t);
+        cuda::copy(positions.as<int32_t>(), Device::kCpu, dpos.view.data, Device::kCuda,
+                   positions.view().nbytes());
+        const HostTensor poison = nan_tensor({T, Hq, D});
+        cuda::copy(poison.as<float>(), Device::kCpu, dout.view.data, Device::kCuda,
+                   poison.view().nbytes());
+        graph.launch();
+        cuda::download(dout.view, got);
+        backend::cpu::attention(q, cache.k(), cache.v(),
+                                std::span<const int32_t>(positions.as<int32_t>(), T), scale, window,
+                                ref);
+        expect_close(got, ref, kTol,
+                     "graph T " + std::to_string(T) + " window " + std::to_string(window) +
+                         " start " + std::to_string(start));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata
