@@ -1,22 +1,19 @@
 // CPU speed of the Qwen3.5 hybrids: the tiny golden checkpoints (float, q8/q4 on load), a
-// Qwen3.5-0.8B-shaped synthetic MLX checkpoint (random 4- and 8-bit codes, written once to a
-// temporary directory), and snapshot + restore / serialize of a Qwen3.5-9B-shaped sequence state.
+// Qwen3.5-0.8B-shaped synthetic MLX checkpoint (random 4- and 8-bit codes, built in memory by
+// model/synthetic.h), and snapshot + restore / serialize of a Qwen3.5-9B-shaped sequence state.
 // Prints markdown tables with the command and the machine; asserts nothing.
 //
 // Usage: bench_hybrid [fixtures_dir] [prompt] [decode]   (fixtures_dir: tests/fixtures/models)
-#include <fmt/format.h>
 #include <omp.h>
 
-#include <filesystem>
-#include <map>
-#include <random>
+#include <chrono>
 
 #include "bench_util.h"
 #include "core/json.h"
-#include "core/mmap.h"
 #include "formats/safetensors.h"
 #include "model/config.h"
 #include "model/qwen35.h"
+#include "model/synthetic.h"
 #include "runtime/sequence.h"
 
 using namespace strata;
@@ -43,76 +40,6 @@ Json qwen35_9b_config() {
     "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "full_attention_interval": 4,
     "max_position_embeddings": 262144, "rms_norm_eps": 1e-6,
     "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}})");
-}
-
-// An MLX-layout checkpoint with random codes: what a quantized conversion looks like to the loader,
-// without the cost of quantizing 0.8 B random floats.
-void write_synthetic_mlx(const std::string& dir, const Json& text_config, int bits) {
-  const model::ModelConfig c = model::parse_model_config(text_config);
-  std::mt19937 rng(1);
-  std::vector<HostTensor> owned;
-  std::map<std::string, Tensor> tensors;
-  const int gs = 64;
-  auto put = [&](const std::string& name, HostTensor t) {
-    owned.push_back(std::move(t));
-    tensors[name] = owned.back().view();
-  };
-  auto floats = [&](const std::string& name, Shape shape, float lo, float hi) {
-    std::uniform_real_distribution<float> d(lo, hi);
-    HostTensor t(DType::kF32, shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = d(rng);
-    put(name, std::move(t));
-  };
-  auto linear = [&](const std::string& module, int64_t rows, int64_t cols) {
-    HostTensor w(DType::kU32, {rows, cols * bits / 32});
-    for (int64_t i = 0; i < w.numel(); ++i) w.as<uint32_t>()[i] = static_cast<uint32_t>(rng());
-    put(module + ".weight", std::move(w));
-    const float step = 0.04f / static_cast<float>((1 << bits) - 1) / std::sqrt(static_cast<float>(cols) / 1024.0f);
-    HostTensor s(DType::kF32, {rows, cols / gs}), b(DType::kF32, {rows, cols / gs});
-    for (int64_t i = 0; i < s.numel(); ++i) {
-      s.as<float>()[i] = step;
-      b.as<float>()[i] = -step * static_cast<float>((1 << bits) - 1) / 2.0f;
-    }
-    put(module + ".scales", std::move(s));
-    put(module + ".biases", std::move(b));
-  };
-  const std::string P = "language_model.model.";
-  const int64_t H = c.hidden_size, D = c.head_dim;
-  const auto& la = c.linear;
-  linear(P + "embed_tokens", c.vocab_size, H);
-  floats(P + "norm.weight", {H}, 0.9f, 1.1f);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = fmt::format("{}layers.{}.", P, l);
-    floats(p + "input_layernorm.weight", {H}, 0.9f, 1.1f);
-    floats(p + "post_attention_layernorm.weight", {H}, 0.9f, 1.1f);
-    linear(p + "mlp.gate_proj", c.intermediate_size, H);
-    linear(p + "mlp.up_proj", c.intermediate_size, H);
-    linear(p + "mlp.down_proj", H, c.intermediate_size);
-    if (c.layer_kinds[l] == model::LayerKind::kFullAttention) {
-      linear(p + "self_attn.q_proj", c.num_heads * 2 * D, H);
-      linear(p + "self_attn.k_proj", c.num_kv_heads * D, H);
-      linear(p + "self_attn.v_proj", c.num_kv_heads * D, H);
-      linear(p + "self_attn.o_proj", H, c.num_heads * D);
-      floats(p + "self_attn.q_norm.weight", {D}, 0.9f, 1.1f);
-      floats(p + "self_attn.k_norm.weight", {D}, 0.9f, 1.1f);
-    } else {
-      const std::string a = p + "linear_attn.";
-      linear(a + "in_proj_qkv", la.conv_dim(), H);
-      linear(a + "in_proj_z", la.value_heads * la.value_dim, H);
-      linear(a + "in_proj_b", la.value_heads, H);
-      linear(a + "in_proj_a", la.value_heads, H);
-      linear(a + "out_proj", H, la.value_heads * la.value_dim);
-      floats(a + "conv1d.weight", {la.conv_dim(), la.conv_kernel, 1}, -0.5f, 0.5f);
-      floats(a + "A_log", {la.value_heads}, -3.0f, 0.0f);
-      floats(a + "dt_bias", {la.value_heads}, -1.0f, 1.0f);
-      floats(a + "norm.weight", {la.value_dim}, 0.9f, 1.1f);
-    }
-  }
-  std::filesystem::create_directories(dir);
-  Json config = {{"model_type", "qwen3_5"}, {"text_config", text_config},
-                 {"quantization", {{"group_size", gs}, {"bits", bits}}}};
-  write_file_atomic(dir + "/config.json", config.dump(2));
-  formats::write_safetensors(dir + "/model.safetensors", tensors);
 }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -146,10 +73,11 @@ int main(int argc, char** argv) {
     }
   }
   for (int bits : {4, 8}) {
-    const std::string dir =
-        (std::filesystem::temp_directory_path() / fmt::format("strata-bench-qwen35-0.8b-q{}", bits)).string();
-    if (!file_exists(dir + "/model.safetensors")) write_synthetic_mlx(dir, qwen35_08b_config(), bits);
-    auto m = model::load_model(dir);
+    // Random MLX codes of the real shape, built in memory (what a quantized conversion looks like
+    // to the loader, without the cost of quantizing 0.8 B random floats).
+    const Json config = {{"model_type", "qwen3_5"}, {"text_config", qwen35_08b_config()}};
+    const model::SyntheticCheckpoint ck = model::make_synthetic_checkpoint(config, {.bits = bits});
+    auto m = model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors));
     const bench::Speed s = bench::measure(*m, prompt, decode);
     const model::ModelInfo i = m->info();
     std::printf("| Qwen3.5-0.8B shape (synthetic) | mlx q%d g64 | %.0f M | %.0f MiB | %.1f | %.1f |\n", bits,

@@ -2,7 +2,9 @@
 # One call on the GPU machine: build with CUDA, run every test (CUDA op and whole-model tests
 # included), run the benchmarks, and write a report. Usage, from the repository root:
 #   tools/device_check.sh OUT_DIR [STAGES] [-- strata bench options]
-# STAGES: any of build,test,bench (default all three). Writes OUT_DIR/report.md plus logs.
+# STAGES: any of build,test,bench,full (default build,test,bench). build: the CUDA test binaries,
+# strata and the GPU benchmark; test: the CUDA op and whole-model suites; bench: strata bench;
+# full: every target and every other ctest suite too. Writes OUT_DIR/report.md plus logs.
 # Libraries the GPU image lacks come from .devdeps (../shared/device/stage-debs.sh) when present.
 set -uo pipefail
 out=${1:?usage: tools/device_check.sh OUT_DIR [STAGES] [-- bench options]}
@@ -39,11 +41,13 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
 } > "$report"
 
 status=0
-if [[ $stages == *build* ]]; then
+targets="test_backend_cuda test_cuda strata bench_cuda_gemv"
+[[ $stages == *full* ]] && targets=all
+if [[ $stages == *build* || $stages == *full* ]]; then
   start=$SECONDS
   if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
        -DSTRATA_CUDA=ON -DSTRATA_NATIVE=OFF "${cmake_extra[@]}" > "$out/configure.log" 2>&1 &&
-     cmake --build build-gpu -j"$jobs" > "$out/build.log" 2>&1; then
+     cmake --build build-gpu -j"$jobs" --target $targets > "$out/build.log" 2>&1; then
     echo "## Build: ok ($((SECONDS - start)) s)" >> "$report"
   else
     echo "## Build: FAILED" >> "$report"
@@ -53,23 +57,27 @@ if [[ $stages == *build* ]]; then
   echo >> "$report"
 fi
 
-if [[ $stages == *test* ]]; then
+if [[ $stages == *test* || $stages == *full* ]]; then
   start=$SECONDS
   # The OpenAI SDK suite needs npm, which the GPU machine does not reach. The CUDA suites run
   # directly below, so their figures reach the report.
-  (cd build-gpu && ctest -j"$jobs" -E "OpenAiSdk" -LE "cuda" --timeout 900) > "$out/ctest.log" 2>&1 || status=1
+  if [[ $stages == *full* ]]; then
+    (cd build-gpu && ctest -j"$jobs" -E "OpenAiSdk" -LE "cuda" --timeout 900) > "$out/ctest.log" 2>&1 || status=1
+  fi
   for t in backend_cuda cuda; do
     [ -x "build-gpu/tests/test_$t" ] && { "build-gpu/tests/test_$t" > "$out/test_$t.log" 2>&1 || status=1; }
   done
   {
     echo "## Tests ($((SECONDS - start)) s)"
     echo
-    echo "All suites but the CUDA ones and the npm-based SDK suite (ctest):"
-    echo
-    echo '```'
-    grep -E "tests passed|tests failed" "$out/ctest.log"
-    grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)" "$out/ctest.log" | head -40
-    echo '```'
+    if [ -f "$out/ctest.log" ]; then
+      echo "All suites but the CUDA ones and the npm-based SDK suite (ctest):"
+      echo
+      echo '```'
+      grep -E "tests passed|tests failed" "$out/ctest.log"
+      grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)" "$out/ctest.log" | head -40
+      echo '```'
+    fi
     for t in backend_cuda cuda; do
       [ -f "$out/test_$t.log" ] || continue
       echo

@@ -2,6 +2,7 @@
 // calls these; each returns the process exit code and throws strata::Error on failure.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,5 +89,20 @@ struct RenderArgs {
   bool add_generation_prompt = false;
 };
 int run_render(const RenderArgs& args);
+
+struct BenchArgs {
+  std::vector<std::string> shapes;  // empty: the five real shapes (cli/bench_shapes.h)
+  std::vector<int> bits;            // 4 and/or 8; empty: both
+  std::string device = "auto";
+  std::vector<int64_t> prompts;   // prefill lengths; empty: 512, 4096 (--quick: 16, 64)
+  int64_t decode = 0;             // tokens per decode run; 0: 128 (--quick: 8)
+  std::vector<int64_t> contexts;  // prompts before decoding; empty: 512, 16384 (--quick: 16, 64)
+  int64_t layers = 0;             // keep the first N layers of each shape; 0: all
+  bool breakdown = true;          // per-op times of a Qwen3.5-9B decode step (CUDA only)
+  bool quick = false;
+  std::string output;        // also write the markdown here
+  std::string command_line;  // printed above the table
+};
+int run_bench(const BenchArgs& args);
 
 }  // namespace strata::cli

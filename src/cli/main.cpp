@@ -101,6 +101,43 @@ int main(int argc, char** argv) {
   render_cmd->add_option("--kwargs", render.kwargs, "Template variables as a JSON object, e.g. '{\"enable_thinking\": false}'");
   render_cmd->add_flag("--add-generation-prompt", render.add_generation_prompt, "End with the assistant turn's opening");
 
+  BenchArgs bench;
+  auto* bench_cmd = app.add_subcommand("bench",
+                                       "Benchmark random-weight models of real shapes, built in "
+                                       "memory (no download): prints a markdown table");
+  bench_cmd
+      ->add_option("--shape", bench.shapes,
+                   "qwen3.5-9b, qwen3.5-0.8b, qwen3.5-35b-a3b, qwen3-8b or llama-3.1-8b "
+                   "(repeatable; default: all)")
+      ->delimiter(',');
+  bench_cmd
+      ->add_option("--bits", bench.bits, "4 or 8: MLX affine, group 64 (repeatable; default: both)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({4, 8}));
+  bench_cmd
+      ->add_option("--device", bench.device,
+                   "Where to run: cuda, cpu or auto (the GPU when there is one)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  bench_cmd->add_option("--prompt", bench.prompts, "Prefill lengths in tokens (default 512,4096)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--decode", bench.decode, "Tokens generated per decode run (default 128)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+  bench_cmd
+      ->add_option("--contexts", bench.contexts,
+                   "Prompt lengths before the decode runs (default 512,16384)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  bench_cmd
+      ->add_option("--layers", bench.layers,
+                   "Keep only each shape's first N layers (quick checks; not the model's speed)")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_flag("--breakdown,!--no-breakdown", bench.breakdown,
+                      "Per-op times of an eager qwen3.5-9b decode step, on CUDA (default on)");
+  bench_cmd->add_flag("--quick", bench.quick,
+                      "Short runs for a CPU smoke test: prompts 16,64, decode 8, contexts 16,64");
+  bench_cmd->add_option("--output,-o", bench.output, "Also write the markdown to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -119,6 +156,15 @@ int main(int argc, char** argv) {
     if (*serve_cmd) return run_serve(serve);
     if (*chat_cmd) return run_chat(chat);
     if (*render_cmd) return run_render(render);
+    if (*bench_cmd) {
+      bench.command_line = "strata";
+      for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        bench.command_line +=
+            arg.find_first_of(" \t\"'") == std::string::npos ? " " + arg : " '" + arg + "'";
+      }
+      return run_bench(bench);
+    }
   } catch (const strata::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -285,6 +285,20 @@ WeightStore WeightStore::open(const std::string& path) {
   return store;
 }
 
+WeightStore WeightStore::from_tensors(std::map<std::string, Tensor> tensors,
+                                      std::map<std::string, std::string> metadata) {
+  WeightStore store;
+  for (auto& [name, t] : tensors) {
+    check(t.device == Device::kCpu, ErrorKind::kInvalidInput,
+          "tensor '{}' must be in host memory to be a checkpoint tensor", name);
+    check(t.data != nullptr || t.nbytes() == 0, ErrorKind::kInvalidInput, "tensor '{}' has no data",
+          name);
+    store.index_.emplace(name, t);
+  }
+  store.metadata_ = std::move(metadata);
+  return store;
+}
+
 bool WeightStore::contains(std::string_view name) const {
   return index_.find(name) != index_.end();
 }
@@ -308,8 +322,7 @@ std::vector<std::string> WeightStore::names() const {
 }
 
 const std::map<std::string, std::string>& WeightStore::metadata() const {
-  static const std::map<std::string, std::string> kEmpty;
-  return files_.empty() ? kEmpty : files_.front()->metadata();
+  return files_.empty() ? metadata_ : files_.front()->metadata();
 }
 
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,

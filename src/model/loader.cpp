@@ -1,5 +1,6 @@
 // load_model: reads the config (config.json + generation_config.json, or GGUF metadata), opens the
-// weights, computes the fingerprint and builds the model of the right family.
+// weights (files, or tensors already in memory), computes the fingerprint and builds the model of
+// the right family.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -95,6 +96,22 @@ std::unique_ptr<Model> build(ModelConfig config, std::unique_ptr<WeightLoader> w
   fail(ErrorKind::kInternal, "unknown model family for '{}'", config.model_type);
 }
 
+// A safetensors checkpoint from a directory or from memory: config_text is what the fingerprint
+// hashes (the config.json bytes, or the in-memory config serialized).
+std::unique_ptr<Model> build_from_store(const std::string& config_text, const Json& config_json,
+                                        ModelConfig config, formats::WeightStore store,
+                                        const LoadOptions& options) {
+  std::string fp = fingerprint_of(config_text + load_variant(options), [&](auto&& add) {
+    for (const auto& name : store.names()) {
+      const Tensor& t = store.get(name);
+      add(name, dtype_name(t.dtype), t.shape.str(), static_cast<const uint8_t*>(t.data),
+          t.nbytes());
+    }
+  });
+  auto weights = std::make_unique<WeightLoader>(std::move(store), config_json, options);
+  return build(std::move(config), std::move(weights), std::move(fp));
+}
+
 }  // namespace
 
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
@@ -118,15 +135,19 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
   if (file_exists(path + "/generation_config.json")) {
     merge_generation_config(read_json_file(path + "/generation_config.json"), config);
   }
-  formats::WeightStore store = formats::WeightStore::open(path);
-  std::string fp = fingerprint_of(config_text + load_variant(options), [&](auto&& add) {
-    for (const auto& name : store.names()) {
-      const Tensor& t = store.get(name);
-      add(name, dtype_name(t.dtype), t.shape.str(), static_cast<const uint8_t*>(t.data), t.nbytes());
-    }
-  });
-  auto weights = std::make_unique<WeightLoader>(std::move(store), config_json, options);
-  return build(std::move(config), std::move(weights), std::move(fp));
+  return build_from_store(config_text, config_json, std::move(config),
+                          formats::WeightStore::open(path), options);
+}
+
+std::unique_ptr<Model> load_model(const Json& config, formats::WeightStore store,
+                                  const LoadOptions& options) {
+  check(options.config_override.empty(), ErrorKind::kInvalidInput,
+        "load_model: config_override applies to checkpoint directories; pass the config itself "
+        "instead");
+  // The same text a config.json holding this JSON would have, so both ways share a fingerprint.
+  const std::string config_text = config.dump(2);
+  ModelConfig parsed = parse_model_config(config);
+  return build_from_store(config_text, config, std::move(parsed), std::move(store), options);
 }
 
 }  // namespace strata::model

@@ -74,5 +74,11 @@ class Model {
 
 // path: a checkpoint directory (config.json + safetensors), or a .gguf file.
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options = {});
+// A checkpoint without files: config is what config.json would hold (a quantization section for
+// MLX-quantized tensors included) and store its tensors (WeightStore::from_tensors; their memory
+// must outlive the model). Loads exactly as the directory holding the same would, fingerprint
+// included when that config.json is config.dump(2).
+std::unique_ptr<Model> load_model(const Json& config, formats::WeightStore store,
+                                  const LoadOptions& options = {});
 
 }  // namespace strata::model

@@ -56,6 +56,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
     const int64_t n = std::min(options_.prefill_chunk, prompt_len - pos);
     seq.forward(*model_, std::span<const int32_t>(request.prompt).subspan(pos, n), step_logits, false);
   }
+  backend::synchronize(model_->device());  // GPU work is queued: time it done
   const auto t1 = Clock::now();
   result.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
 

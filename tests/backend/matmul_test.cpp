@@ -33,7 +33,8 @@ class QuantizedMatmul : public ::testing::TestWithParam<std::tuple<int, int>> {}
 
 TEST_P(QuantizedMatmul, MatchesFloatMatmulOnDequantizedWeights) {
   const auto [bits, gs] = GetParam();
-  const int64_t N = 96, K = 512;
+  // N·K ≥ 2^16: large enough for the kernels to split the rows over every thread.
+  const int64_t N = 160, K = 512;
   HostTensor w = random_matrix(N, K, 1);
   formats::QuantizedMatrix q = formats::quantize_affine(w, {bits, gs});
   HostTensor deq = formats::dequantize_affine(q.weight, q.scales, q.biases, {bits, gs}, DType::kF32);

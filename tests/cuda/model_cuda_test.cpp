@@ -20,8 +20,11 @@ constexpr float kFloatTolerance = 1e-3f;
 // Quantized models, GPU decode path (fused dequant GEMV) vs the CPU's: rounding order only.
 constexpr float kQuantizedDecodeTolerance = 1e-3f;
 // Quantized prefill on tensor cores rounds activations and dequantized weights to bf16 (8-bit
-// mantissa): mean |Δlogit| over the prompt stays within 1% of the largest logit.
+// mantissa): mean |Δlogit| over the prompt stays within 1% of the largest logit. MoE routing flips
+// under any such perturbation (as it does between q8 and float on the CPU): 4% there, the CPU
+// golden tests' q8 tolerance.
 constexpr float kQuantizedPrefillMeanRelTolerance = 0.01f;
+constexpr float kQuantizedMoePrefillMeanRelTolerance = 0.04f;
 
 model::LoadOptions on(Device device, std::optional<formats::QuantParams> q = {}) {
   model::LoadOptions o;
@@ -102,7 +105,9 @@ TEST_P(CudaModels, QuantizedWeightsAgreeWithTheCpu) {
       max_logit = std::max(max_logit, std::fabs(lc.as<float>()[i]));
     }
     const double mean = sum / static_cast<double>(T * V);
-    EXPECT_LT(mean, kQuantizedPrefillMeanRelTolerance * max_logit) << bits << "-bit";
+    const float rel = cpu->config().moe.num_experts > 0 ? kQuantizedMoePrefillMeanRelTolerance
+                                                        : kQuantizedPrefillMeanRelTolerance;
+    EXPECT_LT(mean, rel * max_logit) << bits << "-bit";
     std::printf(
         "[ %s q%d cuda vs cpu ] decode max|dlogit| %.2e; prefill mean|dlogit| %.2e (max |logit| "
         "%.1f)\n",

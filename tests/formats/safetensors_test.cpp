@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -397,6 +398,42 @@ TEST(WeightStore, ReportsUnknownTensorsAndEmptyCheckpointsAsNotFound) {
   const WeightStore store = WeightStore::open(dir);
   expect_error([&] { store.get("model.embed_tokens.weight"); }, ErrorKind::kNotFound,
                {"model.embed_tokens.weight"});
+}
+
+TEST(WeightStore, FromTensorsServesTheCallersMemoryLikeAFileStore) {
+  Checkpoint ck;
+  const std::map<std::string, Tensor> tensors = {
+      {"model.b", view_of(ck.b, DType::kF32, Shape{2})},
+      {"model.a", view_of(ck.a, DType::kF32, Shape{2, 2})},
+      {"lm_head.c", view_of(ck.c, DType::kBF16, Shape{3})}};
+  const WeightStore store = WeightStore::from_tensors(tensors, {{"format", "mlx"}});
+  EXPECT_EQ(store.names(), (std::vector<std::string>{"lm_head.c", "model.a", "model.b"}));
+  // Views, not copies: a model loaded from the store reads this memory.
+  EXPECT_EQ(store.get("model.a").data, ck.a.data());
+  EXPECT_EQ(store.get("model.a").shape, (Shape{2, 2}));
+  EXPECT_EQ(store.get("lm_head.c").dtype, DType::kBF16);
+  EXPECT_TRUE(store.contains("model.b"));
+  EXPECT_EQ(store.find("model.zzz"), nullptr);
+  EXPECT_EQ(store.metadata().at("format"), "mlx");
+  expect_error([&] { store.get("model.zzz"); }, ErrorKind::kNotFound, {"model.zzz"});
+  EXPECT_TRUE(WeightStore::from_tensors({}).metadata().empty());
+}
+
+TEST(WeightStore, FromTensorsRejectsTensorsOutsideHostMemory) {
+  Checkpoint ck;
+  Tensor on_gpu = view_of(ck.a, DType::kF32, Shape{4});
+  on_gpu.device = Device::kCuda;
+  expect_error(
+      [&] {
+        WeightStore::from_tensors({{"a", on_gpu}});
+      },
+      ErrorKind::kInvalidInput, {"'a'", "host memory"});
+  const Tensor no_data{nullptr, DType::kF32, Shape{4}, Device::kCpu};
+  expect_error(
+      [&] {
+        WeightStore::from_tensors({{"b", no_data}});
+      },
+      ErrorKind::kInvalidInput, {"'b'", "no data"});
 }
 
 }  // namespace

@@ -117,6 +117,10 @@ void matmul_quantized_fused(const float* x, int64_t T, const Weight& w, float* o
   const auto* codes = w.w.as<const uint32_t>();
   const auto* scales = w.scales.as<const float>();
   const auto* biases = w.biases.as<const float>();
+  // The scratch is this thread's: the team reads it through these pointers (in the region, the
+  // names would be each worker's own, empty, thread_local vectors).
+  const float* x_sums = xsum.data();
+  const float* x_perm = xp.data();
   // Small matrices (tiny models) are not worth waking the other threads for.
 #pragma omp parallel if (N * K >= (1 << 16))
   {
@@ -133,11 +137,12 @@ void matmul_quantized_fused(const float* x, int64_t T, const Weight& w, float* o
       }
       for (int64_t g = 0; g < G; ++g) {
         const float s = scales[n * G + g], b = biases[n * G + g];
-        for (int64_t t = 0; t < T; ++t) bias_acc[t] += b * xsum[t * G + g];
+        for (int64_t t = 0; t < T; ++t) bias_acc[t] += b * x_sums[t * G + g];
         if (bits == 8 && gs % kLanes == 0) {
           for (int64_t t = 0; t < T; ++t) dot_u8_acc(bytes + g * gs, x + t * K + g * gs, gs, s, lanes[t]);
         } else if (bits == 4 && gs % 32 == 0) {
-          for (int64_t t = 0; t < T; ++t) dot_u4_acc(bytes + g * gs / 2, xp.data() + t * K + g * gs, gs, s, lanes[t]);
+          for (int64_t t = 0; t < T; ++t)
+            dot_u4_acc(bytes + g * gs / 2, x_perm + t * K + g * gs, gs, s, lanes[t]);
         } else {
           unpack_group(row, g * gs, gs, bits, q);
           for (int64_t t = 0; t < T; ++t) lanes[t][0] += s * dot(q, x + t * K + g * gs, gs);

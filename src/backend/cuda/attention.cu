@@ -710,6 +710,54 @@ void run_rows(const Params& p, int64_t kv_bound) {
   }
 }
 
+// Any head_dim up to 256 (the tiny test models use 16): one warp per (query, head), keys one at a
+// time with an online softmax; lanes hold dims lane, lane + 32, ... Slow, and only for head
+// dimensions the tiled kernels are not built for.
+__global__ void attention_any_dim_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                         const float* __restrict__ v, const int32_t* __restrict__ positions,
+                                         int T, int Hq, int Hkv, int D, int capacity, int window, float scale,
+                                         float* __restrict__ out) {
+  constexpr int kMaxPerLane = 8;
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= T * Hq) return;
+  const int t = row / Hq, h = row % Hq, kvh = h / (Hq / Hkv);
+  const int pos = min(positions[t], capacity - 1);
+  const int first = window > 0 ? max(0, pos - window + 1) : 0;
+  float qv[kMaxPerLane], acc[kMaxPerLane];
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int d = lane + 32 * i;
+    qv[i] = d < D ? q[static_cast<int64_t>(row) * D + d] : 0.0f;
+    acc[i] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (int s = first; s <= pos; ++s) {
+    const float* kr = k + (static_cast<int64_t>(s) * Hkv + kvh) * D;
+    const float* vr = v + (static_cast<int64_t>(s) * Hkv + kvh) * D;
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMaxPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < D) dot += qv[i] * kr[d];
+    }
+    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    const float score = dot * scale, m_new = fmaxf(m, score);
+    const float correction = expf(m - m_new), p = expf(score - m_new);
+    l = l * correction + p;
+#pragma unroll
+    for (int i = 0; i < kMaxPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < D) acc[i] = acc[i] * correction + p * vr[d];
+    }
+    m = m_new;
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < D) out[static_cast<int64_t>(row) * D + d] = acc[i] / l;
+  }
+}
+
 }  // namespace
 
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -720,9 +768,21 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   const auto misaligned = [](const Tensor& t) {
     return reinterpret_cast<uintptr_t>(t.data) % 16 != 0;
   };
-  if (D % 32 != 0 || D > 256)
-    throw_cuda_error(cudaErrorInvalidValue,
-                     "attention: head_dim must be a multiple of 32 up to 256", __FILE__, __LINE__);
+  if (D > 256)
+    throw_cuda_error(cudaErrorInvalidValue, "attention: head_dim must be at most 256", __FILE__,
+                     __LINE__);
+  if (D % 32 != 0) {
+    constexpr int kWarps = 4;
+    const int64_t rows = T * Hq;
+    attention_any_dim_kernel<<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), 32 * kWarps, 0,
+                               stream()>>>(
+        q.as<const float>(), k_cache.as<const float>(), v_cache.as<const float>(),
+        positions.as<const int32_t>(), static_cast<int>(T), static_cast<int>(Hq), static_cast<int>(Hkv),
+        static_cast<int>(D), static_cast<int>(k_cache.dim(0)),
+        window > 0 && window < INT_MAX ? static_cast<int>(window) : 0, scale, out.as<float>());
+    STRATA_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   if (misaligned(q) || misaligned(k_cache) || misaligned(v_cache) || misaligned(out))
     throw_cuda_error(cudaErrorMisalignedAddress,
                      "attention: q, caches and out must be 16-byte aligned", __FILE__, __LINE__);

@@ -15,38 +15,52 @@ namespace strata::backend::cuda {
 namespace {
 
 constexpr int kMaxRows = 8;       // activation rows per launch
-constexpr int kWarpsPerBlock = 8;  // weight rows per block
+constexpr int kWarpsPerBlock = 8;  // at most, per block
 
 __device__ inline float warp_sum(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
 
-// An integer code (< 2^23) as a float without the slow integer-to-float unit: placed in the
-// mantissa of 2^23, then 2^23 subtracted (exact).
-__device__ inline float code_to_float(uint32_t q) { return __uint_as_float(0x4B000000u | q) - 8388608.0f; }
+// Codes become floats without the slow integer-to-float unit and without a shift per code: a code
+// masked in place, m = q·2^(kBits·j) for the j-th code of a half word, is put in the mantissa of
+// 2^23 by the same instruction (one LOP3: (word & mask) | 0x4B000000), and 2^23 is subtracted
+// (exact, since m < 2^23). The activation it multiplies was pre-scaled by 2^-(kBits·j) (exact, a
+// power of two, paid once per chunk for all of a warp's rows), so each weight costs a LOP3, an FADD
+// and an FFMA. The upper half word is shifted down once.
+template <int kBits>
+struct CodeScale {
+  static constexpr int kPerHalf = 16 / kBits;  // codes per 16-bit half word
+  // 2^-(kBits·j) for code j of a half word
+  static constexpr float scale(int j) { return kBits == 4 ? 1.0f / static_cast<float>(1 << (4 * j)) : (j == 0 ? 1.0f : 1.0f / 256.0f); }
+};
+
+__device__ inline float masked_code(uint32_t half_word, uint32_t mask) {
+  return __uint_as_float((half_word & mask) | 0x4B000000u) - 8388608.0f;
+}
 
 // Σ q·x over one 16-byte chunk of codes (32 × 4-bit or 16 × 8-bit, LSB-first within each 32-bit
-// word, as MLX packs them) against the matching activations held in registers.
+// word, as MLX packs them) against the matching pre-scaled activations held in registers.
 template <int kBits>
 __device__ inline float chunk_dot(const uint4 c, const float* x) {
   const uint32_t words[4] = {c.x, c.y, c.z, c.w};
-  constexpr int kPerWord = 32 / kBits;
+  constexpr int kPerHalf = CodeScale<kBits>::kPerHalf;
   constexpr uint32_t kMask = (1u << kBits) - 1u;
   float dot = 0.0f;
 #pragma unroll
-  for (int w = 0; w < 4; ++w)
+  for (int w = 0; w < 4; ++w) {
+    const uint32_t lo = words[w], hi = words[w] >> 16;
 #pragma unroll
-    for (int j = 0; j < kPerWord; ++j)
-      dot += code_to_float((words[w] >> (kBits * j)) & kMask) * x[w * kPerWord + j];
+    for (int j = 0; j < kPerHalf; ++j) {
+      dot += masked_code(lo, kMask << (kBits * j)) * x[w * 2 * kPerHalf + j];
+      dot += masked_code(hi, kMask << (kBits * j)) * x[w * 2 * kPerHalf + kPerHalf + j];
+    }
+  }
   return dot;
 }
 
 // Each warp owns kRowsPerWarp weight rows, so every activation chunk it loads serves that many rows
-// (activations would otherwise outweigh 4-bit weights 8 to 1 in memory traffic). 8 rows per warp
-// only pays for 4-bit weights on very tall matrices (the lm_head): elsewhere it leaves SMs without
-// blocks.
-constexpr int64_t kTallRows = 65536;
+// (activations would otherwise outweigh 4-bit weights 8 to 1 in load traffic).
 
 // Up to kMaxSegments weights that share the activations (q/k/v, gate/up, the GDN input
 // projections) run in one launch: block b serves the segment whose block range holds it.
@@ -80,10 +94,11 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Seg
   float* __restrict__ out = seg.out;
   const int64_t N = seg.n;
   constexpr int kPerChunk = 128 / kBits;  // elements in 16 bytes
-  const int lane = threadIdx.x % 32;
-  const int64_t n0 =
-      (static_cast<int64_t>(blockIdx.x - seg.first_block) * kWarpsPerBlock + threadIdx.x / 32) * kRowsPerWarp;
-  if (n0 >= N) return;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  // The block's warps share its kRowsPerWarp rows and split K between them, so even a short matrix
+  // (4096 rows) fills every SM with enough loads in flight; shared memory sums the warps' parts.
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x - seg.first_block) * kRowsPerWarp;
+  if (n0 >= N) return;  // uniform across the block
   const int rows = static_cast<int>(N - n0 < kRowsPerWarp ? N - n0 : kRowsPerWarp);
   const int64_t chunks = K / kPerChunk, groups = K / group_size;
   float acc[kRowsPerWarp][kT];
@@ -91,7 +106,8 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Seg
   for (int r = 0; r < kRowsPerWarp; ++r)
 #pragma unroll
     for (int t = 0; t < kT; ++t) acc[r][t] = 0.0f;
-  for (int64_t c = lane; c < chunks; c += 32) {
+#pragma unroll 2
+  for (int64_t c = warp * 32 + lane; c < chunks; c += 32 * warps) {
     const int64_t col = c * kPerChunk;
     const int64_t g = col / group_size;  // a chunk never straddles groups (group_size ≥ 32)
     uint4 packed[kRowsPerWarp];
@@ -116,18 +132,26 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Seg
         sum += (v.x + v.y) + (v.z + v.w);
       }
 #pragma unroll
+      for (int i = 0; i < kPerChunk; ++i) xv[i] *= CodeScale<kBits>::scale(i % CodeScale<kBits>::kPerHalf);
+#pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) acc[r][t] += s[r] * chunk_dot<kBits>(packed[r], xv) + b[r] * sum;
     }
   }
+  __shared__ float partial[kWarpsPerBlock][kRowsPerWarp][kT];
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    if (r >= rows) break;
+  for (int r = 0; r < kRowsPerWarp; ++r)
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
-      if (kT > 1 && t >= T) break;
       const float v = warp_sum(acc[r][t]);
-      if (lane == 0) out[t * N + n0 + r] = v;
+      if (lane == 0) partial[warp][r][t] = v;
     }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kRowsPerWarp * kT; i += blockDim.x) {
+    const int r = i / kT, t = i % kT;
+    if (r >= rows || (kT > 1 && t >= T)) continue;
+    float v = 0.0f;
+    for (int w = 0; w < warps; ++w) v += partial[w][r][t];
+    out[t * N + n0 + r] = v;
   }
 }
 
@@ -159,7 +183,12 @@ __global__ void gemv_float_kernel(const float* __restrict__ x, int T, const floa
 template <int kBits, int kT, int kRowsPerWarp>
 void launch_affine_rows(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, int T,
                         int64_t K) {
-  const int64_t rows_per_block = int64_t{kWarpsPerBlock} * kRowsPerWarp;
+  const int64_t rows_per_block = kRowsPerWarp;
+  // Warps per block: each lane gets about two 16-byte chunks per row, at most 8 warps (measured
+  // on an H100 against one and four chunks per lane).
+  const int64_t chunks = K * kBits / 128;
+  int warps = 1;
+  while (warps < kWarpsPerBlock && chunks >= int64_t{128} * warps) warps *= 2;
   Segments segs{};
   segs.count = static_cast<int>(ws.size());
   unsigned blocks = 0;
@@ -170,7 +199,7 @@ void launch_affine_rows(std::span<const Weight* const> ws, std::span<float* cons
     blocks += static_cast<unsigned>((w.rows() + rows_per_block - 1) / rows_per_block);
   }
   gemv_affine_kernel<kBits, kT, kRowsPerWarp>
-      <<<blocks, 32 * kWarpsPerBlock, 0, stream()>>>(x, T, segs, K, ws[0]->group_size);
+      <<<blocks, 32 * warps, 0, stream()>>>(x, T, segs, K, ws[0]->group_size);
 }
 
 template <int kBits>
@@ -178,8 +207,10 @@ void launch_affine_bits(std::span<const Weight* const> ws, std::span<float* cons
                         int64_t K) {
   if (T > 1) {
     launch_affine_rows<kBits, kMaxRows, 4>(ws, outs, x, T, K);
-  } else if (kBits == 4 && ws.size() == 1 && ws[0]->rows() >= kTallRows) {
-    // measured: 8-bit rows are better served 4 per warp
+  } else if (kBits == 4) {
+    // 4-bit chunks carry twice the activations per byte of weights: 8 rows share each load
+    // (measured on an H100: 40-44% of peak bandwidth against 25-34% with 4 rows, and worse with 16;
+    // 8-bit is best at 4).
     launch_affine_rows<kBits, 1, 8>(ws, outs, x, T, K);
   } else {
     launch_affine_rows<kBits, 1, 4>(ws, outs, x, T, K);

@@ -1,0 +1,160 @@
+// strata bench end to end on the CPU, with the tiny shapes (the real ones take minutes there): the
+// header, the table's columns and positive numbers, the --output copy, the bytes-per-token model
+// against a count made here by hand, and clear errors.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "core/mmap.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using test::CliResult;
+using test::strata_cli;
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream in(line.substr(1));  // after the leading '|'
+  std::string cell;
+  while (std::getline(in, cell, '|')) out.push_back(trim(cell));
+  return out;
+}
+
+// The markdown table: header cells, then one vector of cells per row.
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+Table parse_table(const std::string& text) {
+  std::stringstream in(text);
+  std::string line;
+  Table t;
+  while (std::getline(in, line)) {
+    if (line.rfind("| model |", 0) == 0) {
+      t.header = cells(line);
+      std::getline(in, line);  // |---|---|...
+      while (std::getline(in, line) && line.rfind("|", 0) == 0) t.rows.push_back(cells(line));
+      break;
+    }
+  }
+  return t;
+}
+
+double number(const std::string& cell) {
+  size_t used = 0;
+  const double v = std::stod(cell, &used);
+  EXPECT_EQ(used, cell.size()) << "not a plain number: '" << cell << "'";
+  return v;
+}
+
+TEST(BenchCli, PrintsTheCommandDeviceAndOneRowPerShapeAndWidth) {
+  const std::string out_file = test::scratch_dir("bench_cli") + "/bench.md";
+  const CliResult r = strata_cli(
+      "bench --device cpu --shape tiny-hybrid,tiny-moe --shape tiny-dense --bits 4 --bits 8 "
+      "--quick --output " +
+          out_file,
+      /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("command: `strata bench --device cpu --shape tiny-hybrid,tiny-moe"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("device: "), std::string::npos);
+  EXPECT_EQ(read_file(out_file), r.out);
+
+  const Table t = parse_table(r.out);
+  const std::vector<std::string> expected_header = {"model",
+                                                    "bits",
+                                                    "weights GiB",
+                                                    "load s",
+                                                    "prefill 16 tok/s",
+                                                    "prefill 64 tok/s",
+                                                    "TTFT 16 ms",
+                                                    "decode @16 tok/s",
+                                                    "GB read/token @16",
+                                                    "% peak BW @16",
+                                                    "decode @64 tok/s",
+                                                    "GB read/token @64",
+                                                    "% peak BW @64",
+                                                    "GPU mem GiB (load / peak)"};
+  ASSERT_EQ(t.header, expected_header) << r.out;
+  ASSERT_EQ(t.rows.size(), 6u) << r.out;
+  const char* models[] = {"tiny-hybrid", "tiny-hybrid", "tiny-moe",
+                          "tiny-moe",    "tiny-dense",  "tiny-dense"};
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const std::vector<std::string>& row = t.rows[i];
+    SCOPED_TRACE(row[0] + " " + row[1]);
+    ASSERT_EQ(row.size(), expected_header.size());
+    EXPECT_EQ(row[0], models[i]);
+    EXPECT_EQ(row[1], i % 2 == 0 ? "4" : "8");
+    for (size_t c : {2, 3, 4, 5, 6, 7, 8, 10, 11})
+      EXPECT_GT(number(row[c]), 0.0) << expected_header[c];
+    // The CPU reports neither a peak bandwidth nor its memory in use.
+    EXPECT_EQ(row[9], "n/a");
+    EXPECT_EQ(row[12], "n/a");
+    EXPECT_EQ(row[13], "n/a");
+  }
+  // More context, more KV cache to read.
+  EXPECT_GT(number(t.rows[5][11]), number(t.rows[5][8]));
+  // 8-bit weights are larger than 4-bit ones.
+  EXPECT_GT(number(t.rows[5][2]), number(t.rows[4][2]));
+}
+
+TEST(BenchCli, BytesPerDecodeTokenMatchACountByHand) {
+  const CliResult r =
+      strata_cli("bench --device cpu --shape tiny-dense --bits 8 --quick", /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const Table t = parse_table(r.out);
+  ASSERT_EQ(t.rows.size(), 1u) << r.out;
+  // tiny-dense: llama, vocab 1024, hidden 128, FFN 256, 2 layers, 4 query / 2 KV heads of 32,
+  // untied. At 8 bits an R x C matrix occupies R·C bytes of codes plus F32 scales and biases per 64
+  // columns: 1.125·R·C. Per layer q, o 128x128; k, v 64x128; gate, up 256x128; down 128x256 =
+  // 147456·1.125 bytes, and two F32 norms of 128. Then the final norm, the whole lm_head and one
+  // embedding row.
+  const double layer = 147456 * 1.125 + 2 * 128 * 4;
+  const double weights = 2 * layer + 128 * 4 + 1024 * 128 * 1.125 + 128 * 1.125;
+  // F32 K and V: 2 layers x 2 x 64 values x 4 bytes per token attended, plus the new token's write.
+  const double kv = 2 * 2 * 64 * 4;
+  // --quick decodes 8 tokens; the rate covers tokens 4..8, made by steps attending over prompt + 3
+  // … prompt + 7 tokens: prompt + 5 on average.
+  for (const auto& [column, prompt] : {std::pair{8, 16}, std::pair{11, 64}}) {
+    const double expected_gb = (weights + kv * (prompt + 5) + kv) / 1e9;
+    EXPECT_NEAR(number(t.rows[0][column]), expected_gb, expected_gb * 0.005) << t.header[column];
+  }
+}
+
+TEST(BenchCli, LayersOverrideIsShownInTheModelColumn) {
+  const CliResult r =
+      strata_cli("bench --device cpu --shape tiny-hybrid --bits 4 --layers 2 --quick --decode 4",
+                 /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const Table t = parse_table(r.out);
+  ASSERT_EQ(t.rows.size(), 1u) << r.out;
+  EXPECT_EQ(t.rows[0][0], "tiny-hybrid (2 of 4 layers)");
+}
+
+TEST(BenchCli, RejectsUnknownShapesAndWidths) {
+  const CliResult shape = strata_cli("bench --device cpu --shape qwen9 --quick");
+  EXPECT_EQ(shape.exit_code, 1);
+  EXPECT_NE(shape.out.find("unknown shape 'qwen9'"), std::string::npos) << shape.out;
+  EXPECT_NE(shape.out.find("qwen3.5-35b-a3b"), std::string::npos) << shape.out;
+  EXPECT_EQ(shape.out.find("| model |"), std::string::npos)
+      << "no table before the arguments are checked";
+  const CliResult bits = strata_cli("bench --device cpu --shape tiny-dense --bits 3 --quick");
+  EXPECT_EQ(bits.exit_code, 2) << bits.out;
+  const CliResult decode = strata_cli("bench --device cpu --shape tiny-dense --decode 1");
+  EXPECT_EQ(decode.exit_code, 2) << decode.out;
+}
+
+}  // namespace
+}  // namespace strata
