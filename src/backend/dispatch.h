@@ -24,13 +24,6 @@ inline Device placement(const char* op, std::initializer_list<const Tensor*> ten
   return d;
 }
 
-inline void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors) {
-    check(t->device == Device::kCpu, ErrorKind::kUnsupported,
-          "op {}: tensors on this device are not supported by this build", op);
-  }
-}
-
 inline void require_f32(const char* op, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors)
     check(t->dtype == DType::kF32, ErrorKind::kInternal, "op {}: expected F32, got {}", op,

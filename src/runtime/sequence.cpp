@@ -37,10 +37,7 @@ class Writer {
   void put_tensor(const Tensor& t) {
     const size_t at = out_.size();
     out_.resize(at + t.nbytes());
-    Tensor host = t;
-    host.data = out_.data() + at;
-    host.device = Device::kCpu;
-    backend::copy(t, host);
+    backend::copy_to_host(t, out_.data() + at);
   }
   void put_string(const std::string& s) {
     put(static_cast<uint32_t>(s.size()));

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/row_copy.h"
 
 namespace strata::backend::cuda {
 
@@ -96,28 +97,6 @@ void launch_copy_rows(const void* src, const int32_t* src_rows, int64_t src_limi
   copy_rows_kernel<U><<<grid, kThreads, 0, stream()>>>(static_cast<const U*>(src), src_rows,
                                                        src_limit, static_cast<U*>(dst), dst_rows,
                                                        dst_limit, n, units);
-}
-
-void copy_rows(const void* src, const int32_t* src_rows, int64_t src_limit, void* dst,
-               const int32_t* dst_rows, int64_t dst_limit, int64_t n, int64_t row_bytes) {
-  if (n == 0 || row_bytes == 0) return;
-  switch (unit_bytes(bits_of(src) | bits_of(dst) | static_cast<uint64_t>(row_bytes))) {
-    case 16:
-      launch_copy_rows<16>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
-      break;
-    case 8:
-      launch_copy_rows<8>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
-      break;
-    case 4:
-      launch_copy_rows<4>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
-      break;
-    case 2:
-      launch_copy_rows<2>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
-      break;
-    default:
-      launch_copy_rows<1>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
-  }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 // ---- quantized embedding ----
@@ -477,6 +456,28 @@ __global__ void argmax_merge_kernel(const Best* __restrict__ partial, int64_t ch
 }
 
 }  // namespace
+
+void copy_rows(const void* src, const int32_t* src_rows, int64_t src_limit, void* dst,
+               const int32_t* dst_rows, int64_t dst_limit, int64_t n, int64_t row_bytes) {
+  if (n == 0 || row_bytes == 0) return;
+  switch (unit_bytes(bits_of(src) | bits_of(dst) | static_cast<uint64_t>(row_bytes))) {
+    case 16:
+      launch_copy_rows<16>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
+      break;
+    case 8:
+      launch_copy_rows<8>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
+      break;
+    case 4:
+      launch_copy_rows<4>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
+      break;
+    case 2:
+      launch_copy_rows<2>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
+      break;
+    default:
+      launch_copy_rows<1>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
+  }
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
 
 void embedding(const Weight& table, const Tensor& ids, const Tensor& out) {
   const int64_t T = ids.numel(), H = table.cols();

@@ -185,6 +185,27 @@ __global__ void rms_norm_gated_kernel(const float* x, const float* __restrict__ 
 
 constexpr int kDeltaThreads = 64;  // small blocks spread the 0.8B's 2048 rows over all SMs
 
+// The three dots a state row needs per token, over the kG lanes that share the row (each holds kNc
+// float4 of it): S·k, S·q and k·q (o = α(S·q) + u(k·q) uses the old row for both). One accumulator
+// per dot, then a shuffle reduction within the lane group.
+template <int kNc, int kG>
+__device__ inline void row_dots(const float4 (&s)[kNc], const float4 (&kc)[kNc], const float4 (&qc)[kNc], float& sk,
+                                float& sq, float& kq) {
+  sk = 0.0f, sq = 0.0f, kq = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kNc; ++c) {
+    sk += s[c].x * kc[c].x + s[c].y * kc[c].y + s[c].z * kc[c].z + s[c].w * kc[c].w;
+    sq += s[c].x * qc[c].x + s[c].y * qc[c].y + s[c].z * qc[c].z + s[c].w * qc[c].w;
+    kq += kc[c].x * qc[c].x + kc[c].y * qc[c].y + kc[c].z * qc[c].z + kc[c].w * qc[c].w;
+  }
+#pragma unroll
+  for (int offset = kG / 2; offset > 0; offset /= 2) {
+    sk += __shfl_xor_sync(0xffffffffu, sk, offset);
+    sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+    kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+  }
+}
+
 // kG lanes per row, each holding kNc float4 chunks of it: lane l of the group owns elements
 // c·4·kG + 4·l + {0..3}, so a group's loads of a row (and of k, q) are contiguous 4·kG floats.
 template <int kDk, int kG>
@@ -231,20 +252,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
     const float vn = __ldg(vp + tn * v_step), gn = __ldg(g + tn * Hv + j),
                 bn = __ldg(beta + tn * Hv + j);
 
-    // Partial dots, one accumulator per chunk (shorter dependency chains), then summed.
-    float sk = 0.0f, sq = 0.0f, kq = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kNc; ++c) {
-      sk += s[c].x * kc[c].x + s[c].y * kc[c].y + s[c].z * kc[c].z + s[c].w * kc[c].w;
-      sq += s[c].x * qc[c].x + s[c].y * qc[c].y + s[c].z * qc[c].z + s[c].w * qc[c].w;
-      kq += kc[c].x * qc[c].x + kc[c].y * qc[c].y + kc[c].z * qc[c].z + kc[c].w * qc[c].w;
-    }
-#pragma unroll
-    for (int offset = kG / 2; offset > 0; offset /= 2) {
-      sk += __shfl_xor_sync(0xffffffffu, sk, offset);
-      sq += __shfl_xor_sync(0xffffffffu, sq, offset);
-      kq += __shfl_xor_sync(0xffffffffu, kq, offset);
-    }
+    float sk, sq, kq;
+    row_dots<kNc, kG>(s, kc, qc, sk, sq, kq);
     const float alpha = expf(gt);
     const float u = bt * (vt - alpha * sk);
     if (active && gl == 0) out[(static_cast<int64_t>(t) * Hv + j) * dv + i] = alpha * sq + u * kq;
@@ -367,19 +376,8 @@ __global__ void __launch_bounds__(kRows * kG)
       float4 kc[kNc], qc[kNc];
 #pragma unroll
       for (int c = 0; c < kNc; ++c) kc[c] = kt[c * kG], qc[c] = qt[c * kG];
-      float sk = 0.0f, sq = 0.0f, kq = 0.0f;
-#pragma unroll
-      for (int c = 0; c < kNc; ++c) {
-        sk += s[c].x * kc[c].x + s[c].y * kc[c].y + s[c].z * kc[c].z + s[c].w * kc[c].w;
-        sq += s[c].x * qc[c].x + s[c].y * qc[c].y + s[c].z * qc[c].z + s[c].w * qc[c].w;
-        kq += kc[c].x * qc[c].x + kc[c].y * qc[c].y + kc[c].z * qc[c].z + kc[c].w * qc[c].w;
-      }
-#pragma unroll
-      for (int offset = kG / 2; offset > 0; offset /= 2) {
-        sk += __shfl_xor_sync(0xffffffffu, sk, offset);
-        sq += __shfl_xor_sync(0xffffffffu, sq, offset);
-        kq += __shfl_xor_sync(0xffffffffu, kq, offset);
-      }
+      float sk, sq, kq;
+      row_dots<kNc, kG>(s, kc, qc, sk, sq, kq);
       const float alpha = expf(base[L::kGate + tt]);
       const float u = base[L::kBeta + tt] * (base[L::kV + tt * kRows + lr] - alpha * sk);
       if (gl == 0) out[(static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i] = alpha * sq + u * kq;

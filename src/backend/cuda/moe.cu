@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/row_copy.h"
 
 namespace strata::backend::cuda {
 
@@ -157,26 +158,6 @@ void launch_topk(const Tensor& logits, int64_t k, bool renormalize, const Tensor
 
 // ---- row movement ----
 
-// out[i, :] = src[rows[i], :] over rows of `cols` units (float4 or float); a row index outside src
-// (checked on the host; device code must not trust it) writes zeros.
-template <typename V>
-__global__ void gather_rows_kernel(const V* __restrict__ src, int64_t src_rows,
-                                   const int32_t* __restrict__ rows, int64_t n, int64_t cols,
-                                   V* __restrict__ out) {
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
-    const int64_t r = rows[i];
-    V* o = out + i * cols;
-    if (r < 0 || r >= src_rows) {
-      for (int64_t c = c0; c < cols; c += stride) o[c] = V{};
-      continue;
-    }
-    const V* s = src + r * cols;
-    for (int64_t c = c0; c < cols; c += stride) o[c] = s[c];
-  }
-}
-
 __device__ inline float4 axpy(float4 d, float a, float4 x) {
   return make_float4(__fadd_rn(d.x, __fmul_rn(a, x.x)), __fadd_rn(d.y, __fmul_rn(a, x.y)),
                      __fadd_rn(d.z, __fmul_rn(a, x.z)), __fadd_rn(d.w, __fmul_rn(a, x.w)));
@@ -254,19 +235,8 @@ void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tenso
 }
 
 void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) {
-  const int64_t n = rows.numel(), C = src.dim(1);
-  if (n == 0 || C == 0) return;
-  const auto* r = rows.as<const int32_t>();
-  if (C % 4 == 0 && aligned16(src.data) && aligned16(out.data)) {
-    const dim3 grid(blocks_for(C / 4), grid_y_for(n));
-    gather_rows_kernel<float4><<<grid, kThreads, 0, stream()>>>(src.as<const float4>(), src.dim(0),
-                                                                r, n, C / 4, out.as<float4>());
-  } else {
-    const dim3 grid(blocks_for(C), grid_y_for(n));
-    gather_rows_kernel<float><<<grid, kThreads, 0, stream()>>>(src.as<const float>(), src.dim(0), r,
-                                                               n, C, out.as<float>());
-  }
-  STRATA_CUDA_CHECK(cudaGetLastError());
+  copy_rows(src.data, rows.as<const int32_t>(), src.dim(0), out.data, nullptr, rows.numel(), rows.numel(),
+            src.dim(1) * static_cast<int64_t>(sizeof(float)));
 }
 
 void scatter_add_rows(const Tensor& src, const Tensor& rows, const Tensor& scale,

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_test_util.h"
 #include "backend/ops.h"
 
 namespace strata {
@@ -20,19 +21,8 @@ namespace {
 
 namespace cuda = backend::cuda;
 
-HostTensor random_tensor(Shape shape, uint32_t seed) {
-  HostTensor t(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = d(rng);
-  return t;
-}
-
-HostTensor nan_tensor(Shape shape) {
-  HostTensor t(DType::kF32, shape);
-  std::fill_n(t.as<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
-  return t;
-}
+using test::nan_tensor;
+using test::random_tensor;
 
 // Tolerance |got - ref| ≤ kTol · (1 + |ref|): both sides are fp32 with different summation orders
 // (measured worst 2e-6 against a float64 reference on an H200); a key dropped or added among a few

@@ -6,19 +6,14 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_test_util.h"
 #include "backend/ops.h"
 #include "formats/mlx_quant.h"
 
 namespace strata {
 namespace {
 
-HostTensor random_tensor(Shape shape, uint32_t seed) {
-  HostTensor t(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = d(rng);
-  return t;
-}
+using test::random_tensor;
 
 class CudaOps : public ::testing::Test {
  protected:

@@ -19,6 +19,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_test_util.h"
 #include "backend/memory.h"
 #include "backend/moe.h"
 #include "backend/ops.h"
@@ -29,13 +30,7 @@ namespace {
 
 using backend::cuda::DeviceBuffer;
 
-HostTensor random_tensor(Shape shape, uint32_t seed) {
-  HostTensor t(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = d(rng);
-  return t;
-}
+using test::random_tensor;
 
 HostTensor int_tensor(const std::vector<int32_t>& values) {
   HostTensor t(DType::kI32, {static_cast<int64_t>(values.size())});

@@ -15,6 +15,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_test_util.h"
 #include "backend/gdn.h"
 
 namespace strata {
@@ -26,20 +27,8 @@ namespace cuda = backend::cuda;
 constexpr float kDeltaTolerance = 1e-4f;
 constexpr float kElementTolerance = 1e-5f;
 
-HostTensor random_tensor(Shape shape, uint32_t seed, float stddev = 1.0f) {
-  HostTensor t(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, stddev);
-  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = d(rng);
-  return t;
-}
-
-HostTensor nan_tensor(Shape shape) {
-  HostTensor t(DType::kF32, shape);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
-  return t;
-}
+using test::nan_tensor;
+using test::random_tensor;
 
 HostTensor clone(const HostTensor& t) {
   HostTensor c(t.dtype(), t.shape());
