@@ -41,8 +41,11 @@ std::string byte_tokenizer_json() {
   return tok.dump();
 }
 
+// A fresh checkpoint folder per test: ctest runs the tests of this file in parallel processes, and
+// one of them corrupts its copy on purpose.
 std::string hybrid_model_dir() {
-  const std::string dir = test::scratch_dir("cli-qwen35");
+  const std::string dir =
+      test::scratch_dir(std::string("cli-qwen35-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
   for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
     fs::copy_file(test::test_fixture(std::string("models/qwen35/") + f), dir + "/" + f);
   write_file_atomic(dir + "/tokenizer.json", byte_tokenizer_json());
