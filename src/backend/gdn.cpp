@@ -42,6 +42,32 @@ void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out) {
   cpu::l2_norm(x, eps, scale, out);
 }
 
+void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& window, const Tensor& a,
+                 const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, float l2_eps, float q_scale,
+                 const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) {
+  const Device d = placement("gdn_prepare", {&qkv, &conv_weight, &window, &a, &b, &a_log, &dt_bias, &q, &k, &v, &g,
+                                             &beta});
+  require_f32("gdn_prepare", {&qkv, &conv_weight, &window, &a, &b, &a_log, &dt_bias, &q, &k, &v, &g, &beta});
+  check(qkv.rank() == 2 && q.rank() == 3 && v.rank() == 3, ErrorKind::kInternal, "gdn_prepare: qkv {} q {} v {}",
+        qkv.shape.str(), q.shape.str(), v.shape.str());
+  const int64_t T = qkv.dim(0), C = qkv.dim(1), Hk = q.dim(1), dk = q.dim(2), Hv = v.dim(1), dv = v.dim(2);
+  const bool ok = T > 0 && q.dim(0) == T && k.shape == q.shape && v.dim(0) == T && C == 2 * Hk * dk + Hv * dv &&
+                  conv_weight.rank() == 2 && conv_weight.dim(0) == C && window.rank() == 2 &&
+                  window.dim(0) == conv_weight.dim(1) - 1 && window.dim(1) == C && a.shape == Shape{T, Hv} &&
+                  b.shape == a.shape && g.shape == a.shape && beta.shape == a.shape && a_log.numel() == Hv &&
+                  dt_bias.numel() == Hv && Hk > 0 && Hv % Hk == 0;
+  check(ok, ErrorKind::kInternal, "gdn_prepare: qkv {} conv {} window {} a {} q {} k {} v {} g {}", qkv.shape.str(),
+        conv_weight.shape.str(), window.shape.str(), a.shape.str(), q.shape.str(), k.shape.str(), v.shape.str(),
+        g.shape.str());
+  check(d != Device::kCuda || (conv_weight.dim(1) >= 2 && conv_weight.dim(1) <= 8 && dk <= 256 && dv <= 256),
+        ErrorKind::kUnsupported, "CUDA gdn_prepare: conv width {} (2 to 8), head dims {} and {} (up to 256)",
+        conv_weight.dim(1), dk, dv);
+  STRATA_CUDA_DISPATCH("gdn_prepare", d,
+                       cuda::gdn_prepare(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale, q, k, v, g,
+                                         beta));
+  cpu::gdn_prepare(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale, q, k, v, g, beta);
+}
+
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                       const Tensor& state, const Tensor& out, DeltaRuleForm form) {
   const Device d = placement("gated_delta_rule", {&q, &k, &v, &g, &beta, &state, &out});

@@ -20,6 +20,15 @@ void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tens
 // out = x / sqrt(Σx² + eps) · scale, per row of the last dimension; in place is allowed.
 void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out);
 
+// The whole input side of the mixer after its projections, as one op:
+//   u = causal_conv1d_silu(qkv) (advancing window);  [q | k | v] = the columns of u;
+//   q = l2_norm(q) · q_scale, k = l2_norm(k) per key head;  g, beta = gdn_gates(a, b).
+// qkv: [T, 2·Hk·dk + Hv·dv]; conv_weight: [C, K]; window: [K-1, C] (as for causal_conv1d_silu);
+// a, b, g, beta: [T, Hv]; a_log, dt_bias: [Hv]; q, k: [T, Hk, dk]; v: [T, Hv, dv].
+void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& window, const Tensor& a,
+                 const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, float l2_eps, float q_scale,
+                 const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta);
+
 // The gated delta rule over T tokens, per value head j with key head κ = j / (Hv / Hk):
 //   S ← α S;  S ← S + k (β (v − Sᵀk))ᵀ;  o = Sᵀ q
 // q, k: [T, Hk, dk] (L2-normalised; q also scaled by dk^-0.5); v: [T, Hv, dv]; g, beta: [T, Hv];

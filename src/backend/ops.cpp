@@ -16,14 +16,16 @@ void require_i32(const char* op, const Tensor& t, int64_t n) {
   check(t.dtype == DType::kI32 && t.numel() == n, ErrorKind::kInternal, "op {}: expected I32 [{}], got {} {}", op, n,
         dtype_name(t.dtype), t.shape.str());
 }
-// What the CUDA matmul kernels take: F32, or MLX affine 4/8-bit codes in groups of 32/64/128.
+bool cuda_scale_dtype(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+// What the CUDA matmul kernels take: F32, or MLX affine 4/8-bit codes in groups of 32/64/128 with
+// F32, BF16 or F16 scales and biases (one dtype for both).
 void check_cuda_weight(const Weight& w) {
   check(w.w.dtype == DType::kF32 ||
             (w.quantized() && (w.bits == 4 || w.bits == 8) &&
              (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) && w.scales.device == w.w.device &&
-             w.biases.device == w.w.device && w.scales.dtype == DType::kF32 && w.biases.dtype == DType::kF32),
-        ErrorKind::kUnsupported, "CUDA matmul: {}-bit weights with groups of {} are not supported", w.bits,
-        w.group_size);
+             w.biases.device == w.w.device && cuda_scale_dtype(w.scales.dtype) && w.biases.dtype == w.scales.dtype),
+        ErrorKind::kUnsupported, "CUDA matmul: {}-bit weights with groups of {} ({} scales) are not supported",
+        w.bits, w.group_size, dtype_name(w.scales.dtype));
 }
 
 std::span<const int32_t> host_ints(const Tensor& t) {
@@ -92,6 +94,19 @@ void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, cons
   cpu::rms_norm(x, w, eps, one_plus_w, out);
 }
 
+void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, bool one_plus_w,
+                  const Tensor& out) {
+  const Device d = placement("add_rms_norm", {&x, &delta, &w, &out});
+  detail::require_f32("add_rms_norm", {&x, &delta, &w, &out});
+  const int64_t D = w.numel();
+  check(D > 0 && x.rank() == 2 && x.dim(1) == D && delta.shape == x.shape && out.rank() == 2 && out.dim(1) == D &&
+            out.dim(0) <= x.dim(0) && out.data != x.data,
+        ErrorKind::kInternal, "add_rms_norm: x {} delta {} w {} out {}", x.shape.str(), delta.shape.str(),
+        w.shape.str(), out.shape.str());
+  STRATA_CUDA_DISPATCH("add_rms_norm", d, cuda::add_rms_norm(x, delta, w, eps, one_plus_w, out));
+  cpu::add_rms_norm(x, delta, w, eps, one_plus_w, out);
+}
+
 void rope(const Tensor& x, const Tensor& positions, const RopeParams& params) {
   const Device d = placement("rope", {&x, &positions});
   require_i32("rope", positions, x.dim(0));
@@ -101,6 +116,41 @@ void rope(const Tensor& x, const Tensor& positions, const RopeParams& params) {
         params.rotary_dim);
   STRATA_CUDA_DISPATCH("rope", d, cuda::rope(x, positions, params));
   cpu::rope(x, host_ints(positions), params);
+}
+
+void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
+                        const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
+                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache) {
+  const bool gated = !gate_out.empty();
+  const Device d = placement("qk_norm_rope_store", {&q, &k, &v, &positions, &q_out, &k_cache, &v_cache});
+  detail::require_f32("qk_norm_rope_store", {&q, &k, &v, &q_out, &k_cache, &v_cache});
+  check(q_out.rank() == 3 && k.rank() == 3, ErrorKind::kInternal, "qk_norm_rope_store: q_out {} k {}",
+        q_out.shape.str(), k.shape.str());
+  const int64_t T = q_out.dim(0), Hq = q_out.dim(1), D = q_out.dim(2), Hkv = k.dim(1);
+  require_i32("qk_norm_rope_store", positions, T);
+  check(q.shape == Shape{T, Hq, gated ? 2 * D : D} && k.shape == Shape{T, Hkv, D} && v.shape == k.shape &&
+            k_cache.rank() == 3 && k_cache.dim(1) == Hkv && k_cache.dim(2) == D && v_cache.shape == k_cache.shape &&
+            (!gated || (gate_out.shape == q_out.shape && gate_out.device == d && gate_out.dtype == DType::kF32)) &&
+            (gated ? q_out.data != q.data : true),
+        ErrorKind::kInternal, "qk_norm_rope_store: q {} q_out {} gate_out {} k {} v {} cache {}", q.shape.str(),
+        q_out.shape.str(), gate_out.shape.str(), k.shape.str(), v.shape.str(), k_cache.shape.str());
+  if (!norm.q_w.empty())
+    check(norm.q_w.numel() == D && norm.k_w.numel() == D && norm.q_w.device == d && norm.k_w.device == d,
+          ErrorKind::kInternal, "qk_norm_rope_store: norm weights {} {} for head dim {}", norm.q_w.shape.str(),
+          norm.k_w.shape.str(), D);
+  check(rope_params.rotary_dim <= D && rope_params.rotary_dim % 2 == 0 &&
+            static_cast<int>(rope_params.inv_freq.size()) == rope_params.rotary_dim / 2 &&
+            rope_params.rotary_dim <= 512,
+        ErrorKind::kInternal, "qk_norm_rope_store: rotary_dim {} for head dim {}", rope_params.rotary_dim, D);
+  check(d != Device::kCuda || D <= 256, ErrorKind::kUnsupported, "CUDA qk_norm_rope_store: head dim {} above 256",
+        D);
+  STRATA_CUDA_DISPATCH("qk_norm_rope_store", d,
+                       cuda::qk_norm_rope_store(q, k, v, norm, rope_params, positions, q_out, gate_out, k_cache,
+                                                v_cache));
+  for (int32_t p : host_ints(positions))
+    check(p >= 0 && p < k_cache.dim(0), ErrorKind::kInternal, "qk_norm_rope_store: row {} of cache {}", p,
+          k_cache.shape.str());
+  cpu::qk_norm_rope_store(q, k, v, norm, rope_params, host_ints(positions), q_out, gate_out, k_cache, v_cache);
 }
 
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,

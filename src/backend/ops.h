@@ -32,6 +32,12 @@ void add_bias(const Tensor& x, const Tensor& bias);
 // x and out are [rows, D]; in place is allowed.
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);
 
+// x += delta (every row), then out = rms_norm(x) of the last out.dim(0) rows of x: all of them
+// (the residual add before a layer's norm), or only the last (the final norm when only the last
+// token's logits are wanted). x, delta: [rows, D]; out: [R, D], R ≤ rows, not x.
+void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, bool one_plus_w,
+                  const Tensor& out);
+
 // Rotary position embedding, in place on x: [T, heads, head_dim]; the first rotary_dim dims of each
 // head rotate. neox: pairs (i, i + rotary_dim/2) ("rotate half"); otherwise adjacent pairs
 // (2i, 2i+1) (GPT-J / Meta interleaved). cos/sin are scaled by attention_factor (YaRN).
@@ -52,6 +58,22 @@ void rope(const Tensor& x, const Tensor& positions, const RopeParams& params);
 // serves every step whose positions stay below its bound).
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
                int64_t kv_bound, float scale, int64_t window, const Tensor& out);
+
+// What stands between the q/k/v projections and attention(), per token and head:
+//   q_out = rope(norm_q(q)),  k = rope(norm_k(k)) (in place),  k_cache[p] = k,  v_cache[p] = v,
+// with p = positions[t] (I32 [T] on the tensors' device). q: [T, Hq, D], or [T, Hq, 2D] where each
+// head's D query values are followed by D output-gate values (Qwen3.5), copied to gate_out
+// ([T, Hq, D]; unused otherwise). q_out: [T, Hq, D] (may be q when q is [T, Hq, D]); k, v:
+// [T, Hkv, D]; caches: [capacity, Hkv, D]. The norms are per-head RMSNorms (Qwen3, Qwen3.5), or
+// none when norm.q_w is empty.
+struct QkNorm {
+  Tensor q_w, k_w;  // [D] each
+  float eps = 1e-6f;
+  bool one_plus_w = false;
+};
+void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
+                        const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
+                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache);
 
 // out = SiLU(gate) ⊙ up, elementwise ([T, I] each).
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);

@@ -81,43 +81,37 @@ class DenseModel final : public Model {
     Tensor gate = s.get(kGate, {T, I}), up = s.get(kUp, {T, I}), act = s.get(kAct, {T, I});
 
     ops::embedding(embed_, step.ids, x);
+    // Each residual add (x += proj) runs inside the RMSNorm that follows it: the FFN's, the next
+    // layer's, or the final one.
+    ops::rms_norm(x, layers_.front().input_norm, eps, false, h);
     for (int64_t l = 0; l < config_.num_layers; ++l) {
       const Layer& L = layers_[l];
-      ops::rms_norm(x, L.input_norm, eps, false, h);
       const backend::Weight* qkv[] = {&L.q, &L.k, &L.v};
       const Tensor qkv_out[] = {q2, k2, v2};
       ops::matmul_group(h, qkv, qkv_out);
       if (L.q_bias) ops::add_bias(q2, *L.q_bias);
       if (L.k_bias) ops::add_bias(k2, *L.k_bias);
       if (L.v_bias) ops::add_bias(v2, *L.v_bias);
-      if (L.q_norm) ops::rms_norm(q, *L.q_norm, eps, false, q);
-      if (L.k_norm) ops::rms_norm(k, *L.k_norm, eps, false, k);
-      ops::rope(q, step.positions, rope_);
-      ops::rope(k, step.positions, rope_);
       const Tensor& k_cache = state.buffers[2 * l].tensor.view();
       const Tensor& v_cache = state.buffers[2 * l + 1].tensor.view();
-      ops::store_rows(k, step.positions, k_cache);
-      ops::store_rows(v, step.positions, v_cache);
+      ops::QkNorm norm;  // Qwen3's per-head q/k norms; none for Llama, Mistral, Qwen2
+      if (L.q_norm) norm = {*L.q_norm, *L.k_norm, eps, false};
+      ops::qk_norm_rope_store(q, k, v, norm, rope_, step.positions, q, Tensor{}, k_cache, v_cache);
       ops::attention(q, k_cache, v_cache, step.positions, step.kv_bound, scale, config_.sliding_window,
                      attn.reshaped({T, Hq, D}));
       ops::matmul(attn, L.o, proj);
-      ops::add(x, proj);
-      ops::rms_norm(x, L.post_norm, eps, false, h);
+      ops::add_rms_norm(x, proj, L.post_norm, eps, false, h);
       const backend::Weight* gate_up[] = {&L.gate, &L.up};
       const Tensor gate_up_out[] = {gate, up};
       ops::matmul_group(h, gate_up, gate_up_out);
       ops::silu_mul(gate, up, act);
       ops::matmul(act, L.down, proj);
-      ops::add(x, proj);
+      if (l + 1 < config_.num_layers) ops::add_rms_norm(x, proj, layers_[l + 1].input_norm, eps, false, h);
     }
-    if (all_logits) {
-      ops::rms_norm(x, final_norm_, eps, false, h);
-      ops::matmul(h, lm_head_, step.logits);
-    } else {
-      Tensor last = s.get(kLast, {1, H});
-      ops::rms_norm(x.rows(T - 1, T), final_norm_, eps, false, last);
-      ops::matmul(last, lm_head_, step.logits);
-    }
+    // Every row of x gets the last add; only the last row is normed when only its logits are wanted.
+    const Tensor normed = all_logits ? h : s.get(kLast, {1, H});
+    ops::add_rms_norm(x, proj, final_norm_, eps, false, normed);
+    ops::matmul(normed, lm_head_, step.logits);
   }
 
   void load() {

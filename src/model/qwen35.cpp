@@ -73,7 +73,7 @@ struct Layout {
 enum Slot : size_t {
   kX, kH, kProj, kLast,
   kAttnP, kAttnQ, kAttnGate, kAttnK, kAttnV, kAttnOut,
-  kLinC, kLinU, kLinZ, kLinA, kLinB, kLinQ, kLinK, kLinV, kLinG, kLinBeta, kLinO, kLinY,
+  kLinC, kLinZ, kLinA, kLinB, kLinQ, kLinK, kLinV, kLinG, kLinBeta, kLinO, kLinY,
   kFfnGate, kFfnUp, kFfnAct,
   kMoeLogits, kMoeIds, kMoeWeights, kMoeX, kMoeGate, kMoeUp, kMoeAct, kMoeY, kMoeShared, kMoeSharedGate,
 };
@@ -121,26 +121,25 @@ class Qwen35Model final : public Model {
     const int64_t T = step.tokens, H = config_.hidden_size;
     Tensor x = s_.get(kX, {T, H}), h = s_.get(kH, {T, H}), proj = s_.get(kProj, {T, H});
     ops::embedding(embed_, step.ids, x);
-    for (const Layer& L : layers_) {
-      ops::rms_norm(x, L.input_norm, eps_, layout_.one_plus_norm, h);
+    // Each residual add (x += proj) runs inside the RMSNorm that follows it: the FFN's, the next
+    // layer's, or the final one.
+    ops::rms_norm(x, layers_.front().input_norm, eps_, layout_.one_plus_norm, h);
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const Layer& L = layers_[l];
       if (L.kind == LayerKind::kFullAttention) {
         attention(L, h, state, step, proj);
       } else {
         linear_attention(L, h, state, proj);
       }
-      ops::add(x, proj);
-      ops::rms_norm(x, L.post_norm, eps_, layout_.one_plus_norm, h);
+      ops::add_rms_norm(x, proj, L.post_norm, eps_, layout_.one_plus_norm, h);
       ffn(L.ffn, h, proj);
-      ops::add(x, proj);
+      if (l + 1 < layers_.size())
+        ops::add_rms_norm(x, proj, layers_[l + 1].input_norm, eps_, layout_.one_plus_norm, h);
     }
-    if (all_logits) {
-      ops::rms_norm(x, final_norm_, eps_, layout_.one_plus_norm, h);
-      ops::matmul(h, lm_head_, step.logits);
-    } else {
-      Tensor last = s_.get(kLast, {1, H});
-      ops::rms_norm(x.rows(T - 1, T), final_norm_, eps_, layout_.one_plus_norm, last);
-      ops::matmul(last, lm_head_, step.logits);
-    }
+    // Every row of x gets the last add; only the last row is normed when only its logits are wanted.
+    const Tensor normed = all_logits ? h : s_.get(kLast, {1, H});
+    ops::add_rms_norm(x, proj, final_norm_, eps_, layout_.one_plus_norm, normed);
+    ops::matmul(normed, lm_head_, step.logits);
   }
 
   // Gated attention (§1.4): q and its output gate interleaved per head in q_proj, q/k norm, partial
@@ -155,16 +154,11 @@ class Qwen35Model final : public Model {
     const Weight* qkv[] = {&A.q, &A.k, &A.v};
     const Tensor qkv_out[] = {p, k, v};
     ops::matmul_group(h, qkv, qkv_out);
-    const Tensor parts[] = {q, gate};
-    ops::split_columns(p.reshaped({T * Hq, 2 * D}), parts);
-    ops::rms_norm(q, A.q_norm, eps_, layout_.one_plus_norm, q);
-    ops::rms_norm(k.reshaped({T * Hkv, D}), A.k_norm, eps_, layout_.one_plus_norm, k.reshaped({T * Hkv, D}));
-    ops::rope(q.reshaped({T, Hq, D}), step.positions, rope_);
-    ops::rope(k.reshaped({T, Hkv, D}), step.positions, rope_);
     const Tensor& k_cache = state.buffers[L.state].tensor.view();
     const Tensor& v_cache = state.buffers[L.state + 1].tensor.view();
-    ops::store_rows(k.reshaped({T, Hkv, D}), step.positions, k_cache);
-    ops::store_rows(v.reshaped({T, Hkv, D}), step.positions, v_cache);
+    const ops::QkNorm norm{A.q_norm, A.k_norm, eps_, layout_.one_plus_norm};
+    ops::qk_norm_rope_store(p.reshaped({T, Hq, 2 * D}), k.reshaped({T, Hkv, D}), v.reshaped({T, Hkv, D}), norm, rope_,
+                            step.positions, q.reshaped({T, Hq, D}), gate.reshaped({T, Hq, D}), k_cache, v_cache);
     ops::attention(q.reshaped({T, Hq, D}), k_cache, v_cache, step.positions, step.kv_bound,
                    1.0f / std::sqrt(static_cast<float>(D)), 0,
                    o.reshaped({T, Hq, D}));
@@ -172,13 +166,13 @@ class Qwen35Model final : public Model {
     ops::matmul(o, A.o, out);
   }
 
-  // Gated DeltaNet (§1.5): projections, causal conv + SiLU, L2-normalised q/k, gates, the delta
-  // rule on the fp32 state, gated RMSNorm × SiLU(z), out projection.
+  // Gated DeltaNet (§1.5): projections, then causal conv + SiLU, L2-normalised q/k and the gates
+  // (one op), the delta rule on the fp32 state, gated RMSNorm × SiLU(z), out projection.
   void linear_attention(const Layer& L, const Tensor& h, ModelState& state, const Tensor& out) {
     const LinearAttentionConfig& c = config_.linear;
     const int64_t T = h.dim(0), Ck = c.key_heads * c.key_dim, Cv = c.value_heads * c.value_dim;
     const LinearMixer& M = L.linear;
-    Tensor cq = s_.get(kLinC, {T, c.conv_dim()}), u = s_.get(kLinU, {T, c.conv_dim()});
+    Tensor cq = s_.get(kLinC, {T, c.conv_dim()});
     Tensor z = s_.get(kLinZ, {T, Cv}), a = s_.get(kLinA, {T, c.value_heads}), b = s_.get(kLinB, {T, c.value_heads});
     Tensor q = s_.get(kLinQ, {T, Ck}), k = s_.get(kLinK, {T, Ck}), v = s_.get(kLinV, {T, Cv});
     Tensor g = s_.get(kLinG, {T, c.value_heads}), beta = s_.get(kLinBeta, {T, c.value_heads});
@@ -186,13 +180,9 @@ class Qwen35Model final : public Model {
     const Weight* in[] = {&M.qkv, &M.z, &M.b, &M.a};
     const Tensor in_out[] = {cq, z, b, a};
     ops::matmul_group(h, in, in_out);
-    ops::causal_conv1d_silu(cq, M.conv, state.buffers[L.state].tensor.view(), u);
-    const Tensor parts[] = {q, k, v};
-    ops::split_columns(u, parts);
-    const Tensor q_heads = q.reshaped({T * c.key_heads, c.key_dim}), k_heads = k.reshaped({T * c.key_heads, c.key_dim});
-    ops::l2_norm(q_heads, kL2NormEps, 1.0f / std::sqrt(static_cast<float>(c.key_dim)), q_heads);
-    ops::l2_norm(k_heads, kL2NormEps, 1.0f, k_heads);
-    ops::gdn_gates(a, b, M.a_log, M.dt_bias, g, beta);
+    ops::gdn_prepare(cq, M.conv, state.buffers[L.state].tensor.view(), a, b, M.a_log, M.dt_bias, kL2NormEps,
+                     1.0f / std::sqrt(static_cast<float>(c.key_dim)), q.reshaped({T, c.key_heads, c.key_dim}),
+                     k.reshaped({T, c.key_heads, c.key_dim}), v.reshaped({T, c.value_heads, c.value_dim}), g, beta);
     ops::gated_delta_rule(q.reshaped({T, c.key_heads, c.key_dim}), k.reshaped({T, c.key_heads, c.key_dim}),
                           v.reshaped({T, c.value_heads, c.value_dim}), g, beta,
                           state.buffers[L.state + 1].tensor.view(), o.reshaped({T, c.value_heads, c.value_dim}),

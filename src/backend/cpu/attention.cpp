@@ -1,6 +1,8 @@
-// CPU rotary embedding and causal grouped-query attention over a KV cache.
+// CPU rotary embedding, the q/k preparation before attention, and causal grouped-query attention
+// over a KV cache.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -33,6 +35,27 @@ void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams&
       }
     }
   }
+}
+
+// The composition the fused op replaces, op by op, so that it computes exactly what they did.
+void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
+                        const RopeParams& rope_params, std::span<const int32_t> positions, const Tensor& q_out,
+                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache) {
+  const int64_t T = q_out.dim(0), Hq = q_out.dim(1), D = q_out.dim(2);
+  if (q.dim(2) == 2 * D) {
+    const Tensor parts[] = {q_out.reshaped({T * Hq, D}), gate_out.reshaped({T * Hq, D})};
+    split_columns(q.reshaped({T * Hq, 2 * D}), parts);
+  } else if (q_out.data != q.data) {
+    std::memcpy(q_out.data, q.data, q.nbytes());
+  }
+  if (!norm.q_w.empty()) {
+    rms_norm(q_out, norm.q_w, norm.eps, norm.one_plus_w, q_out);
+    rms_norm(k, norm.k_w, norm.eps, norm.one_plus_w, k);
+  }
+  rope(q_out, positions, rope_params);
+  rope(k, positions, rope_params);
+  store_rows(k, positions, k_cache);
+  store_rows(v, positions, v_cache);
 }
 
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,

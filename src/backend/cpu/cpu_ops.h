@@ -12,7 +12,12 @@ void embedding(const Weight& table, std::span<const int32_t> ids, const Tensor& 
 void matmul(const Tensor& x, const Weight& w, const Tensor& out);
 void add_bias(const Tensor& x, const Tensor& bias);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);
+void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, bool one_plus_w,
+                  const Tensor& out);
 void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params);
+void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
+                        const RopeParams& rope_params, std::span<const int32_t> positions, const Tensor& q_out,
+                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache);
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
                float scale, int64_t window, const Tensor& out);
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
@@ -27,6 +32,9 @@ void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& win
 void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
                const Tensor& beta);
 void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out);
+void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& window, const Tensor& a,
+                 const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, float l2_eps, float q_scale,
+                 const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta);
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                       const Tensor& state, const Tensor& out, DeltaRuleForm form);
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);

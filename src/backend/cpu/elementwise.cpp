@@ -46,6 +46,13 @@ void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, cons
   }
 }
 
+void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, bool one_plus_w,
+                  const Tensor& out) {
+  const int64_t D = w.numel(), rows = x.numel() / D, normed = out.numel() / D;
+  add(x, delta);
+  rms_norm(x.reshaped({rows, D}).rows(rows - normed, rows), w, eps, one_plus_w, out);
+}
+
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
   const int64_t n = gate.numel();
   const float* g = gate.as<const float>();

@@ -173,6 +173,24 @@ void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out) {
   }
 }
 
+// The composition the fused op replaces, op by op, so that it computes exactly what they did.
+void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& window, const Tensor& a,
+                 const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, float l2_eps, float q_scale,
+                 const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) {
+  const int64_t T = qkv.dim(0), C = qkv.dim(1);
+  // Grow-only per-thread scratch for the conv output: decode allocates nothing after its first step.
+  static thread_local std::vector<float> conv_out;
+  conv_out.resize(static_cast<size_t>(T * C));
+  const Tensor u{conv_out.data(), DType::kF32, {T, C}, Device::kCpu};
+  causal_conv1d_silu(qkv, conv_weight, window, u);
+  const int64_t Hk = q.dim(1), dk = q.dim(2);
+  const Tensor parts[] = {q.reshaped({T, Hk * dk}), k.reshaped({T, Hk * dk}), v.reshaped({T, v.dim(1) * v.dim(2)})};
+  split_columns(u, parts);
+  l2_norm(q, l2_eps, q_scale, q);
+  l2_norm(k, l2_eps, 1.0f, k);
+  gdn_gates(a, b, a_log, dt_bias, g, beta);
+}
+
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                       const Tensor& state, const Tensor& out, DeltaRuleForm form) {
   const DeltaDims d{q.dim(0), q.dim(1), v.dim(1), q.dim(2), v.dim(2)};

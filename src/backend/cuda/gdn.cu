@@ -3,6 +3,7 @@
 // evolves on its own, so a few lanes own one row in registers for all T tokens of the call.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
@@ -102,6 +103,122 @@ __global__ void gdn_gates_kernel(const float* a, const float* b, const float* __
   const int j = static_cast<int>(i % Hv);
   beta[i] = sigmoid(b[i]);
   g[i] = -expf(a_log[j]) * softplus(a[i] + dt_bias[j]);
+}
+
+// ---- gdn_prepare: conv + SiLU, the q/k/v split, L2 norms and gates in one launch ----
+//
+// A warp owns one head's channels (lane l: channels l + 32e, e < kPer) for a tile of kPrepTile
+// tokens: per token it convolves them, reduces the head's sum of squares by shuffles and writes the
+// normalised head (q, k) or the plain one (v). One more warp per tile computes the gates. As in
+// the plain conv kernel, only tile 0 reads the old window (kPrepTile ≥ K−1), and the warp that read
+// a channel's window rows is the one that then advances them.
+constexpr int kPrepWarps = 2;
+constexpr int kPrepTile = 16;
+
+template <int kPer>
+__global__ void gdn_prepare_kernel(const float* __restrict__ qkv, const float* __restrict__ w,
+                                   float* window, int K, const float* __restrict__ a,
+                                   const float* __restrict__ b, const float* __restrict__ a_log,
+                                   const float* __restrict__ dt_bias, float l2_eps, float q_scale,
+                                   float* __restrict__ q, float* __restrict__ k,
+                                   float* __restrict__ v, float* __restrict__ g,
+                                   float* __restrict__ beta, int T, int Hk, int dk, int Hv, int dv) {
+  const int unit = blockIdx.x * kPrepWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int gates_unit = 2 * Hk + Hv;
+  if (unit > gates_unit) return;  // whole warps
+  const int tiles = (T + kPrepTile - 1) / kPrepTile;
+  if (unit == gates_unit) {
+    for (int tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
+      const int t1 = min(T, (tile + 1) * kPrepTile);
+      for (int t = tile * kPrepTile; t < t1; ++t)
+        for (int j = lane; j < Hv; j += 32) {
+          const int64_t i = static_cast<int64_t>(t) * Hv + j;
+          beta[i] = sigmoid(b[i]);
+          g[i] = -expf(a_log[j]) * softplus(a[i] + dt_bias[j]);
+        }
+    }
+    return;
+  }
+  // The head: its first column in qkv, its width, where its rows go, and its norm.
+  const int C = 2 * Hk * dk + Hv * dv;
+  int col0, width, out_row;
+  float* dst;
+  bool norm = true;
+  float scale = 1.0f;
+  if (unit < Hk) {
+    col0 = unit * dk, width = dk, dst = q + unit * dk, out_row = Hk * dk, scale = q_scale;
+  } else if (unit < 2 * Hk) {
+    col0 = unit * dk, width = dk, dst = k + (unit - Hk) * dk, out_row = Hk * dk;
+  } else {
+    const int h = unit - 2 * Hk;
+    col0 = 2 * Hk * dk + h * dv, width = dv, dst = v + h * dv, out_row = Hv * dv, norm = false;
+  }
+  float wk[kPer][kMaxConvK];
+#pragma unroll
+  for (int e = 0; e < kPer; ++e)
+#pragma unroll
+    for (int j = 0; j < kMaxConvK; ++j)
+      wk[e][j] = lane + 32 * e < width && j < K
+                     ? w[static_cast<int64_t>(col0 + lane + 32 * e) * K + j]
+                     : 0.0f;
+  // Row r of the virtual sequence [window; qkv] at column c.
+  auto at = [&](int r, int c) {
+    return r < K - 1 ? window[static_cast<int64_t>(r) * C + c]
+                     : qkv[static_cast<int64_t>(r - (K - 1)) * C + c];
+  };
+  for (int tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
+    const int t1 = min(T, (tile + 1) * kPrepTile);
+    for (int t = tile * kPrepTile; t < t1; ++t) {
+      float val[kPer];
+      float ss = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        val[e] = 0.0f;
+        if (lane + 32 * e < width) {
+          const int c = col0 + lane + 32 * e;
+          float sum = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kMaxConvK; ++j)
+            if (j < K) sum += wk[e][j] * at(t + j, c);
+          val[e] = silu(sum);
+          ss += val[e] * val[e];
+        }
+      }
+      const float f = norm ? scale / sqrtf(warp_sum(ss) + l2_eps) : 1.0f;  // warp-uniform branch
+      float* o = dst + static_cast<int64_t>(t) * out_row;
+#pragma unroll
+      for (int e = 0; e < kPer; ++e)
+        if (lane + 32 * e < width) o[lane + 32 * e] = norm ? val[e] * f : val[e];
+    }
+  }
+  // Advance the window (blockIdx.y 0 handled tile 0, the only reader): row r becomes virtual row
+  // T + r. Ascending r only reads rows above r, which are not yet overwritten.
+  if (blockIdx.y != 0) return;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    if (lane + 32 * e >= width) continue;
+    const int c = col0 + lane + 32 * e;
+    for (int r = 0; r < K - 1; ++r) window[static_cast<int64_t>(r) * C + c] = at(T + r, c);
+  }
+}
+
+template <int kPer>
+void launch_gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& window,
+                        const Tensor& a, const Tensor& b, const Tensor& a_log,
+                        const Tensor& dt_bias, float l2_eps, float q_scale, const Tensor& q,
+                        const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) {
+  const int T = static_cast<int>(qkv.dim(0)), K = static_cast<int>(conv_weight.dim(1));
+  const int Hk = static_cast<int>(q.dim(1)), dk = static_cast<int>(q.dim(2));
+  const int Hv = static_cast<int>(v.dim(1)), dv = static_cast<int>(v.dim(2));
+  const int units = 2 * Hk + Hv + 1;
+  const int tiles = (T + kPrepTile - 1) / kPrepTile;
+  const dim3 grid((units + kPrepWarps - 1) / kPrepWarps, std::min(tiles, 65535));
+  gdn_prepare_kernel<kPer><<<grid, 32 * kPrepWarps, 0, stream()>>>(
+      qkv.as<const float>(), conv_weight.as<const float>(), window.as<float>(), K,
+      a.as<const float>(), b.as<const float>(), a_log.as<const float>(),
+      dt_bias.as<const float>(), l2_eps, q_scale, q.as<float>(), k.as<float>(), v.as<float>(),
+      g.as<float>(), beta.as<float>(), T, Hk, dk, Hv, dv);
 }
 
 // ---- row norms: one warp per row, 16-byte loads when the row allows ----
@@ -517,6 +634,31 @@ void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out) {
     l2_norm_kernel<true><<<blocks, 32 * kNormWarps, 0, stream()>>>(xs, eps, scale, rows, D, o);
   } else {
     l2_norm_kernel<false><<<blocks, 32 * kNormWarps, 0, stream()>>>(xs, eps, scale, rows, D, o);
+  }
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& window,
+                 const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias,
+                 float l2_eps, float q_scale, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const Tensor& g, const Tensor& beta) {
+  const int64_t K = conv_weight.dim(1), width = std::max(q.dim(2), v.dim(2));
+  if (K < 2 || K > kMaxConvK) unsupported("gdn_prepare: conv kernel width must be 2 to 8");
+  static_assert(kPrepTile >= kMaxConvK - 1, "only the first tile may read the window");
+  if (width <= 32) {
+    launch_gdn_prepare<1>(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale, q, k, v,
+                          g, beta);
+  } else if (width <= 64) {
+    launch_gdn_prepare<2>(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale, q, k, v,
+                          g, beta);
+  } else if (width <= 128) {
+    launch_gdn_prepare<4>(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale, q, k, v,
+                          g, beta);
+  } else if (width <= 256) {
+    launch_gdn_prepare<8>(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale, q, k, v,
+                          g, beta);
+  } else {
+    unsupported("gdn_prepare: head dims above 256");
   }
   STRATA_CUDA_CHECK(cudaGetLastError());
 }

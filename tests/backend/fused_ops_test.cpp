@@ -1,0 +1,241 @@
+// The fused CPU ops (add_rms_norm, gdn_prepare, qk_norm_rope_store) against the sequences of ops
+// they replace in the models. The fused CPU op is the reference the CUDA kernels are tested
+// against, and the model goldens were checked with the old sequence: they must agree bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/gdn.h"
+#include "backend/ops.h"
+#include "core/error.h"
+
+namespace strata {
+namespace {
+
+HostTensor random_tensor(Shape shape, uint32_t seed, float stddev = 1.0f) {
+  HostTensor t(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, stddev);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = d(rng);
+  return t;
+}
+
+HostTensor clone(const HostTensor& t) {
+  HostTensor c(t.dtype(), t.shape());
+  std::memcpy(c.as<void>(), t.as<void>(), t.view().nbytes());
+  return c;
+}
+
+HostTensor int_tensor(const std::vector<int32_t>& values) {
+  HostTensor t(DType::kI32, {static_cast<int64_t>(values.size())});
+  std::memcpy(t.as<int32_t>(), values.data(), values.size() * sizeof(int32_t));
+  return t;
+}
+
+::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
+  if (!(got.shape == want.shape))
+    return ::testing::AssertionFailure() << "shape " << got.shape.str();
+  if (std::memcmp(got.data, want.data, got.nbytes()) != 0) {
+    for (int64_t i = 0; i < got.numel(); ++i)
+      if (std::memcmp(got.as<const float>() + i, want.as<const float>() + i, sizeof(float)) != 0)
+        return ::testing::AssertionFailure() << "at " << i << ": " << got.as<const float>()[i]
+                                             << " vs " << want.as<const float>()[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<float> inv_freq(int rotary_dim, float base) {
+  std::vector<float> f(rotary_dim / 2);
+  for (int i = 0; i < rotary_dim / 2; ++i)
+    f[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
+  return f;
+}
+
+// ---- add_rms_norm ----
+
+TEST(FusedOps, AddRmsNormEqualsAddThenRmsNorm) {
+  for (bool one_plus_w : {false, true}) {
+    const int64_t T = 5, D = 64;
+    const HostTensor x0 = random_tensor({T, D}, 1), delta = random_tensor({T, D}, 2),
+                     w = random_tensor({D}, 3, 0.3f);
+    HostTensor x_ref = clone(x0), out_ref(DType::kF32, {T, D});
+    backend::add(x_ref, delta);
+    backend::rms_norm(x_ref, w, 1e-6f, one_plus_w, out_ref);
+
+    HostTensor x = clone(x0), out(DType::kF32, {T, D});
+    backend::add_rms_norm(x, delta, w, 1e-6f, one_plus_w, out);
+    EXPECT_TRUE(same_bits(x, x_ref)) << "x, one_plus_w " << one_plus_w;
+    EXPECT_TRUE(same_bits(out, out_ref)) << "out, one_plus_w " << one_plus_w;
+  }
+}
+
+// The final norm when only the last token's logits are wanted: every row gets the add, only the
+// last is normed.
+TEST(FusedOps, AddRmsNormOfTheLastRowStillAddsEveryRow) {
+  const int64_t T = 7, D = 48;
+  const HostTensor x0 = random_tensor({T, D}, 4), delta = random_tensor({T, D}, 5),
+                   w = random_tensor({D}, 6);
+  HostTensor x_ref = clone(x0), last_ref(DType::kF32, {1, D});
+  backend::add(x_ref, delta);
+  backend::rms_norm(x_ref.view().rows(T - 1, T), w, 1e-5f, false, last_ref);
+
+  HostTensor x = clone(x0), last(DType::kF32, {1, D});
+  backend::add_rms_norm(x, delta, w, 1e-5f, false, last);
+  EXPECT_TRUE(same_bits(x, x_ref));
+  EXPECT_TRUE(same_bits(last, last_ref));
+}
+
+TEST(FusedOps, AddRmsNormRejectsOutputInPlace) {
+  const HostTensor x = random_tensor({2, 8}, 7), delta = random_tensor({2, 8}, 8),
+                   w = random_tensor({8}, 9);
+  EXPECT_THROW(backend::add_rms_norm(x, delta, w, 1e-6f, false, x), Error);
+}
+
+// ---- gdn_prepare ----
+
+struct GdnShape {
+  int64_t Hk, dk, Hv, dv, K;
+};
+
+// Two calls in a row on one conv window, for T below, at and above K−1 and above a 16-token tile.
+TEST(FusedOps, GdnPrepareEqualsConvSplitNormsAndGates) {
+  for (const GdnShape s :
+       {GdnShape{2, 16, 4, 24, 4}, GdnShape{1, 8, 3, 5, 2}, GdnShape{2, 32, 2, 32, 8}}) {
+    for (int64_t T : {1, 2, 3, 40}) {
+      const std::string where = "Hk " + std::to_string(s.Hk) + " dk " + std::to_string(s.dk) +
+                                " K " + std::to_string(s.K) + " T " + std::to_string(T);
+      const int64_t Ck = s.Hk * s.dk, Cv = s.Hv * s.dv, C = 2 * Ck + Cv;
+      const uint32_t seed = static_cast<uint32_t>(100 * T + s.K);
+      const HostTensor w = random_tensor({C, s.K}, seed, 0.5f),
+                       a_log = random_tensor({s.Hv}, seed + 1),
+                       dt = random_tensor({s.Hv}, seed + 2);
+      const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.dk));
+      HostTensor win_ref = random_tensor({s.K - 1, C}, seed + 3), win = clone(win_ref);
+      for (int call = 0; call < 2; ++call) {
+        const HostTensor qkv = random_tensor({T, C}, seed + 4 + call),
+                         a = random_tensor({T, s.Hv}, seed + 6 + call, 4.0f),
+                         b = random_tensor({T, s.Hv}, seed + 8 + call, 2.0f);
+        // The old sequence.
+        HostTensor u(DType::kF32, {T, C}), q_ref(DType::kF32, {T, s.Hk, s.dk}),
+            k_ref(DType::kF32, {T, s.Hk, s.dk}), v_ref(DType::kF32, {T, s.Hv, s.dv}),
+            g_ref(DType::kF32, {T, s.Hv}), beta_ref(DType::kF32, {T, s.Hv});
+        backend::causal_conv1d_silu(qkv, w, win_ref, u);
+        const Tensor parts[] = {q_ref.view().reshaped({T, Ck}), k_ref.view().reshaped({T, Ck}),
+                                v_ref.view().reshaped({T, Cv})};
+        backend::split_columns(u, parts);
+        const Tensor qh = q_ref.view().reshaped({T * s.Hk, s.dk}),
+                     kh = k_ref.view().reshaped({T * s.Hk, s.dk});
+        backend::l2_norm(qh, 1e-6f, q_scale, qh);
+        backend::l2_norm(kh, 1e-6f, 1.0f, kh);
+        backend::gdn_gates(a, b, a_log, dt, g_ref, beta_ref);
+        // The fused op.
+        HostTensor q(DType::kF32, {T, s.Hk, s.dk}), k(DType::kF32, {T, s.Hk, s.dk}),
+            v(DType::kF32, {T, s.Hv, s.dv}), g(DType::kF32, {T, s.Hv}),
+            beta(DType::kF32, {T, s.Hv});
+        backend::gdn_prepare(qkv, w, win, a, b, a_log, dt, 1e-6f, q_scale, q, k, v, g, beta);
+        const std::string what = where + " call " + std::to_string(call);
+        EXPECT_TRUE(same_bits(q, q_ref)) << what << " q";
+        EXPECT_TRUE(same_bits(k, k_ref)) << what << " k";
+        EXPECT_TRUE(same_bits(v, v_ref)) << what << " v";
+        EXPECT_TRUE(same_bits(g, g_ref)) << what << " g";
+        EXPECT_TRUE(same_bits(beta, beta_ref)) << what << " beta";
+        EXPECT_TRUE(same_bits(win, win_ref)) << what << " window";
+      }
+    }
+  }
+}
+
+TEST(FusedOps, GdnPrepareRejectsAQkvWidthThatDoesNotMatchTheHeads) {
+  const HostTensor qkv = random_tensor({1, 100}, 1), w = random_tensor({100, 4}, 2),
+                   win = random_tensor({3, 100}, 3);
+  const HostTensor a = random_tensor({1, 4}, 4), b = random_tensor({1, 4}, 5),
+                   al = random_tensor({4}, 6), dt = random_tensor({4}, 7);
+  HostTensor q(DType::kF32, {1, 2, 16}), k(DType::kF32, {1, 2, 16}), v(DType::kF32, {1, 4, 24}),
+      g(DType::kF32, {1, 4}), beta(DType::kF32, {1, 4});
+  EXPECT_THROW(backend::gdn_prepare(qkv, w, win, a, b, al, dt, 1e-6f, 1.0f, q, k, v, g, beta),
+               Error);
+}
+
+// ---- qk_norm_rope_store ----
+
+struct AttnCase {
+  const char* name;
+  int64_t Hq, Hkv, D;
+  int rotary_dim;
+  bool neox, gated, norm, one_plus_w;
+};
+
+// Llama (plain, q in place), Qwen3 (q/k norms), Qwen3.5 (gate interleaved, 1-centred norms, partial
+// rotation), GPT-J-style adjacent pairs.
+const AttnCase kAttnCases[] = {
+    {"llama", 4, 2, 32, 32, true, false, false, false},
+    {"qwen3", 4, 1, 64, 64, true, false, true, false},
+    {"qwen35", 4, 2, 64, 16, true, true, true, true},
+    {"interleaved_pairs", 2, 2, 16, 8, false, false, true, false},
+};
+
+TEST(FusedOps, QkNormRopeStoreEqualsSplitNormRopeAndStores) {
+  for (const AttnCase& c : kAttnCases) {
+    const int64_t T = 3, capacity = 10, W = c.gated ? 2 * c.D : c.D;
+    const HostTensor q = random_tensor({T, c.Hq, W}, 1), k0 = random_tensor({T, c.Hkv, c.D}, 2),
+                     v = random_tensor({T, c.Hkv, c.D}, 3);
+    const HostTensor qw = random_tensor({c.D}, 4, 0.3f), kw = random_tensor({c.D}, 5, 0.3f);
+    const HostTensor positions = int_tensor({2, 7, 9});
+    backend::RopeParams rope{inv_freq(c.rotary_dim, 10000.0f), c.rotary_dim, c.neox, 1.0f};
+    const HostTensor cache0 = random_tensor({capacity, c.Hkv, c.D}, 6);
+
+    // The old sequence.
+    HostTensor q_ref(DType::kF32, {T, c.Hq, c.D}), gate_ref(DType::kF32, {T, c.Hq, c.D}),
+        k_ref = clone(k0);
+    HostTensor kc_ref = clone(cache0), vc_ref = clone(cache0);
+    if (c.gated) {
+      const Tensor parts[] = {q_ref.view().reshaped({T * c.Hq, c.D}),
+                              gate_ref.view().reshaped({T * c.Hq, c.D})};
+      backend::split_columns(q.view().reshaped({T * c.Hq, W}), parts);
+    } else {
+      std::memcpy(q_ref.as<float>(), q.as<float>(), q.view().nbytes());
+    }
+    if (c.norm) {
+      backend::rms_norm(q_ref, qw, 1e-6f, c.one_plus_w, q_ref);
+      backend::rms_norm(k_ref, kw, 1e-6f, c.one_plus_w, k_ref);
+    }
+    backend::rope(q_ref, positions, rope);
+    backend::rope(k_ref, positions, rope);
+    backend::store_rows(k_ref, positions, kc_ref);
+    backend::store_rows(v, positions, vc_ref);
+
+    // The fused op (in place on q when there is no gate, as the dense models call it).
+    HostTensor q_out = c.gated ? HostTensor(DType::kF32, {T, c.Hq, c.D}) : clone(q);
+    HostTensor gate(DType::kF32, {T, c.Hq, c.D}), k = clone(k0), kc = clone(cache0),
+                                                  vc = clone(cache0);
+    backend::QkNorm norm;
+    if (c.norm) norm = {qw, kw, 1e-6f, c.one_plus_w};
+    backend::qk_norm_rope_store(c.gated ? q.view() : q_out.view(), k, v, norm, rope, positions,
+                                q_out, c.gated ? gate.view() : Tensor{}, kc, vc);
+    EXPECT_TRUE(same_bits(q_out, q_ref)) << c.name << " q";
+    if (c.gated) {
+      EXPECT_TRUE(same_bits(gate, gate_ref)) << c.name << " gate";
+    }
+    EXPECT_TRUE(same_bits(k, k_ref)) << c.name << " k";
+    EXPECT_TRUE(same_bits(kc, kc_ref)) << c.name << " k cache";
+    EXPECT_TRUE(same_bits(vc, vc_ref)) << c.name << " v cache";
+  }
+}
+
+TEST(FusedOps, QkNormRopeStoreRejectsAPositionOutsideTheCache) {
+  const HostTensor q = random_tensor({1, 2, 16}, 1), k = random_tensor({1, 1, 16}, 2),
+                   v = random_tensor({1, 1, 16}, 3);
+  HostTensor kc(DType::kF32, {4, 1, 16}), vc(DType::kF32, {4, 1, 16});
+  const HostTensor positions = int_tensor({4});
+  backend::RopeParams rope{inv_freq(16, 10000.0f), 16, true, 1.0f};
+  HostTensor q_out(DType::kF32, {1, 2, 16});
+  EXPECT_THROW(backend::qk_norm_rope_store(q, k, v, {}, rope, positions, q_out, Tensor{}, kc, vc),
+               Error);
+}
+
+}  // namespace
+}  // namespace strata
