@@ -2,6 +2,7 @@
 // weights (group 64): time per call and the weight bytes it streams per second, against the GPU's
 // peak. Weights rotate over enough copies to defeat the L2 cache. Prints a markdown table.
 #include <cstdio>
+#include <cstdlib>
 
 #ifdef STRATA_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -11,6 +12,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/ops.h"
+#include "core/dtype.h"
 
 using namespace strata;
 
@@ -24,12 +26,13 @@ struct Shape2 {
 double bench(const Shape2& s, int bits, int copies) {
   const int gs = 64;
   std::mt19937 rng(1);
-  HostTensor codes(DType::kU32, {s.n, s.k * bits / 32}), scales(DType::kF32, {s.n, s.k / gs}),
-      biases(DType::kF32, {s.n, s.k / gs}), x(DType::kF32, {1, s.k}), out(DType::kF32, {1, s.n});
+  // BF16 scales and biases, as the loader keeps an MLX checkpoint's on the GPU.
+  HostTensor codes(DType::kU32, {s.n, s.k * bits / 32}), scales(DType::kBF16, {s.n, s.k / gs}),
+      biases(DType::kBF16, {s.n, s.k / gs}), x(DType::kF32, {1, s.k}), out(DType::kF32, {1, s.n});
   for (int64_t i = 0; i < codes.numel(); ++i) codes.as<uint32_t>()[i] = static_cast<uint32_t>(rng());
   for (int64_t i = 0; i < scales.numel(); ++i) {
-    scales.as<float>()[i] = 0.001f;
-    biases.as<float>()[i] = -0.008f;
+    scales.as<uint16_t>()[i] = f32_to_bf16(0.001f);
+    biases.as<uint16_t>()[i] = f32_to_bf16(-0.008f);
   }
   for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = 0.01f * static_cast<float>(i % 17);
   std::vector<backend::cuda::DeviceTensor> keep;
@@ -70,17 +73,20 @@ int main(int, char** argv) {
   cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, 0);
   cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0);
   const double peak = 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8) / 1e9;  // GB/s (DDR)
-  std::printf("command: %s\ndevice: %s, peak memory bandwidth %.0f GB/s\n\n", argv[0], prop.name, peak);
+  const char* kernel = std::getenv("STRATA_CUDA_GEMV");
+  std::printf("command: %s%s\ndevice: %s, peak memory bandwidth %.0f GB/s\n\n",
+              kernel != nullptr ? "STRATA_CUDA_GEMV=cores " : "", argv[0], prop.name, peak);
   std::printf("| weight (Qwen3.5-9B shape) | bits | µs per call | GB/s | %% of peak |\n|---|---|---|---|---|\n");
   const Shape2 shapes[] = {{"mlp gate/up 12288×4096", 12288, 4096},
                            {"mlp down 4096×12288", 4096, 12288},
+                           {"attention o_proj 4096×4096", 4096, 4096},
                            {"GDN in_proj_qkv 8192×4096", 8192, 4096},
                            {"lm_head 248320×4096", 248320, 4096}};
   for (const Shape2& s : shapes)
     for (int bits : {4, 8}) {
       const int copies = s.n > 100000 ? 2 : 8;
       const double us = bench(s, bits, copies);
-      const double bytes = static_cast<double>(s.n) * s.k * bits / 8 + 2.0 * s.n * (s.k / 64) * 4;
+      const double bytes = static_cast<double>(s.n) * s.k * bits / 8 + 2.0 * s.n * (s.k / 64) * 2;
       const double gbs = bytes / (us * 1e-6) / 1e9;
       std::printf("| %s | %d | %.1f | %.0f | %.0f%% |\n", s.name, bits, us, gbs, 100 * gbs / peak);
       std::fflush(stdout);

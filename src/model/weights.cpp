@@ -135,8 +135,12 @@ backend::Weight WeightLoader::load_weight(const std::string& weight_name, const 
     } else {
       w.w = flatten(codes);
     }
-    w.scales = flatten(own_f32(scales));
-    w.biases = flatten(own_f32(biases));
+    // The CPU ops read F32 scales and biases; the GPU kernels read the checkpoint's BF16/F16 as they
+    // are (half the bytes per decode step).
+    const bool keep = options_.device != Device::kCpu && scales.dtype == biases.dtype &&
+                      (scales.dtype == DType::kBF16 || scales.dtype == DType::kF16);
+    w.scales = flatten(keep ? scales : own_f32(scales));
+    w.biases = flatten(keep ? biases : own_f32(biases));
     w.bits = params->bits;
     w.group_size = params->group_size;
     seen_quant_ = params;

@@ -7,6 +7,8 @@
 
 namespace strata::backend::cuda {
 [[noreturn]] void throw_cuda_error(int status, const char* message, const char* file, int line);
+// An internal error (a broken invariant of the backend), as strata::Error.
+[[noreturn]] void throw_internal_error(const char* message);
 }  // namespace strata::backend::cuda
 
 #define STRATA_CUDA_CHECK(call)                                                                  \

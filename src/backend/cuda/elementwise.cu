@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/row_copy.h"
+#include "backend/cuda/scale_type.h"
 
 namespace strata::backend::cuda {
 
@@ -108,10 +109,10 @@ __device__ inline float dequant(float s, uint32_t q, float b) {
 
 // Bit widths that divide 32 (2, 4, 8): one thread per packed word writes its 32/kBits values, with
 // 16-byte stores when kVec (output rows 16-byte aligned).
-template <int kBits, bool kVec>
+template <int kBits, bool kVec, typename S>
 __global__ void embedding_affine_kernel(const uint32_t* __restrict__ codes,
-                                        const float* __restrict__ scales,
-                                        const float* __restrict__ biases,
+                                        const S* __restrict__ scales,
+                                        const S* __restrict__ biases,
                                         const int32_t* __restrict__ ids, int64_t T, int64_t V,
                                         int64_t H, int group_size, float* __restrict__ out) {
   constexpr int kPerWord = 32 / kBits;
@@ -128,7 +129,7 @@ __global__ void embedding_affine_kernel(const uint32_t* __restrict__ codes,
       if (valid) {
         const uint32_t word = __ldg(codes + id * words + w);
         const int64_t g = w * kPerWord / group_size;  // a word never straddles groups (group ≥ 32)
-        const float s = __ldg(scales + id * groups + g), b = __ldg(biases + id * groups + g);
+        const float s = scale_to_float(scales[id * groups + g]), b = scale_to_float(biases[id * groups + g]);
 #pragma unroll
         for (int j = 0; j < kPerWord; ++j) v[j] = dequant(s, (word >> (kBits * j)) & kMask, b);
       } else {
@@ -149,9 +150,10 @@ __global__ void embedding_affine_kernel(const uint32_t* __restrict__ codes,
 }
 
 // Any other bit width (3, 5, 6): one thread per value, which may straddle two words.
+template <typename S>
 __global__ void embedding_affine_any_kernel(const uint32_t* __restrict__ codes,
-                                            const float* __restrict__ scales,
-                                            const float* __restrict__ biases,
+                                            const S* __restrict__ scales,
+                                            const S* __restrict__ biases,
                                             const int32_t* __restrict__ ids, int64_t T, int64_t V,
                                             int64_t H, int64_t words, int bits, int group_size,
                                             float* __restrict__ out) {
@@ -171,27 +173,27 @@ __global__ void embedding_affine_any_kernel(const uint32_t* __restrict__ codes,
         uint64_t q = row[bit >> 5] >> shift;
         if (shift + bits > 32) q |= static_cast<uint64_t>(row[(bit >> 5) + 1]) << (32 - shift);
         const int64_t g = c / group_size;
-        v = dequant(scales[id * groups + g], static_cast<uint32_t>(q) & mask,
-                    biases[id * groups + g]);
+        v = dequant(scale_to_float(scales[id * groups + g]), static_cast<uint32_t>(q) & mask,
+                    scale_to_float(biases[id * groups + g]));
       }
       out[t * H + c] = v;
     }
   }
 }
 
-template <int kBits>
+template <int kBits, typename S>
 void launch_embedding_affine(const Weight& table, const int32_t* ids, int64_t T, int64_t H,
                              float* out) {
   constexpr int kPerWord = 32 / kBits;
   const dim3 grid(blocks_for(H / kPerWord), grid_y_for(T));
   const auto* codes = table.w.as<const uint32_t>();
-  const auto* s = table.scales.as<const float>();
-  const auto* b = table.biases.as<const float>();
+  const auto* s = static_cast<const S*>(table.scales.data);
+  const auto* b = static_cast<const S*>(table.biases.data);
   if (aligned(out, 16)) {  // H is a multiple of the group size (≥ 32), so every row is aligned too
-    embedding_affine_kernel<kBits, true><<<grid, kThreads, 0, stream()>>>(
+    embedding_affine_kernel<kBits, true, S><<<grid, kThreads, 0, stream()>>>(
         codes, s, b, ids, T, table.rows(), H, table.group_size, out);
   } else {
-    embedding_affine_kernel<kBits, false><<<grid, kThreads, 0, stream()>>>(
+    embedding_affine_kernel<kBits, false, S><<<grid, kThreads, 0, stream()>>>(
         codes, s, b, ids, T, table.rows(), H, table.group_size, out);
   }
 }
@@ -489,24 +491,27 @@ void embedding(const Weight& table, const Tensor& ids, const Tensor& out) {
     return;
   }
   float* o = out.as<float>();
-  switch (table.bits) {
-    case 2:
-      launch_embedding_affine<2>(table, id, T, H, o);
-      break;
-    case 4:
-      launch_embedding_affine<4>(table, id, T, H, o);
-      break;
-    case 8:
-      launch_embedding_affine<8>(table, id, T, H, o);
-      break;
-    default: {
-      const dim3 grid(blocks_for(H), grid_y_for(T));
-      embedding_affine_any_kernel<<<grid, kThreads, 0, stream()>>>(
-          table.w.as<const uint32_t>(), table.scales.as<const float>(),
-          table.biases.as<const float>(), id, T, table.rows(), H, table.w.dim(1), table.bits,
-          table.group_size, o);
+  with_scale_type(table, [&](auto scale_type) {
+    using S = decltype(scale_type);
+    switch (table.bits) {
+      case 2:
+        launch_embedding_affine<2, S>(table, id, T, H, o);
+        break;
+      case 4:
+        launch_embedding_affine<4, S>(table, id, T, H, o);
+        break;
+      case 8:
+        launch_embedding_affine<8, S>(table, id, T, H, o);
+        break;
+      default: {
+        const dim3 grid(blocks_for(H), grid_y_for(T));
+        embedding_affine_any_kernel<S><<<grid, kThreads, 0, stream()>>>(
+            table.w.as<const uint32_t>(), static_cast<const S*>(table.scales.data),
+            static_cast<const S*>(table.biases.data), id, T, table.rows(), H, table.w.dim(1), table.bits,
+            table.group_size, o);
+      }
     }
-  }
+  });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
 

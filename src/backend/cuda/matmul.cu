@@ -4,11 +4,15 @@
 // dequantized in registers: Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group. More rows go to gemm.cu.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <span>
+#include <string_view>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemv_tc.h"
+#include "backend/cuda/scale_type.h"
 
 namespace strata::backend::cuda {
 
@@ -67,8 +71,8 @@ __device__ inline float chunk_dot(const uint4 c, const float* x) {
 constexpr int kMaxSegments = 4;
 struct Segment {
   const uint4* codes;
-  const float* scales;
-  const float* biases;
+  const void* scales;  // S
+  const void* biases;
   float* out;
   int64_t n;           // rows
   unsigned first_block;
@@ -80,7 +84,7 @@ struct Segments {
 
 // kT: the activation rows this instance is compiled for (1: decode, without the row loop's checks;
 // kMaxRows: 2 to 8 rows, checked against T at run time).
-template <int kBits, int kT, int kRowsPerWarp>
+template <int kBits, int kT, int kRowsPerWarp, typename S>
 __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Segments segments, int64_t K,
                                    int group_size) {
   int si = 0;
@@ -89,8 +93,8 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Seg
     if (i < segments.count && blockIdx.x >= segments.s[i].first_block) si = i;
   const Segment& seg = segments.s[si];
   const uint4* __restrict__ codes = seg.codes;
-  const float* __restrict__ scales = seg.scales;
-  const float* __restrict__ biases = seg.biases;
+  const S* __restrict__ scales = static_cast<const S*>(seg.scales);
+  const S* __restrict__ biases = static_cast<const S*>(seg.biases);
   float* __restrict__ out = seg.out;
   const int64_t N = seg.n;
   constexpr int kPerChunk = 128 / kBits;  // elements in 16 bytes
@@ -116,8 +120,8 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Seg
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int64_t n = n0 + (r < rows ? r : 0);  // spare slots re-read row n0; never stored
       packed[r] = __ldg(codes + n * chunks + c);
-      s[r] = __ldg(scales + n * groups + g);
-      b[r] = __ldg(biases + n * groups + g);
+      s[r] = scale_to_float(scales[n * groups + g]);
+      b[r] = scale_to_float(biases[n * groups + g]);
     }
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
@@ -180,7 +184,7 @@ __global__ void gemv_float_kernel(const float* __restrict__ x, int T, const floa
   }
 }
 
-template <int kBits, int kT, int kRowsPerWarp>
+template <int kBits, int kT, int kRowsPerWarp, typename S>
 void launch_affine_rows(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, int T,
                         int64_t K) {
   const int64_t rows_per_block = kRowsPerWarp;
@@ -194,37 +198,39 @@ void launch_affine_rows(std::span<const Weight* const> ws, std::span<float* cons
   unsigned blocks = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
     const Weight& w = *ws[i];
-    segs.s[i] = {static_cast<const uint4*>(w.w.data), w.scales.as<const float>(), w.biases.as<const float>(),
-                 outs[i], w.rows(), blocks};
+    segs.s[i] = {static_cast<const uint4*>(w.w.data), w.scales.data, w.biases.data, outs[i], w.rows(), blocks};
     blocks += static_cast<unsigned>((w.rows() + rows_per_block - 1) / rows_per_block);
   }
-  gemv_affine_kernel<kBits, kT, kRowsPerWarp>
+  gemv_affine_kernel<kBits, kT, kRowsPerWarp, S>
       <<<blocks, 32 * warps, 0, stream()>>>(x, T, segs, K, ws[0]->group_size);
 }
 
-template <int kBits>
+template <int kBits, typename S>
 void launch_affine_bits(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, int T,
                         int64_t K) {
   if (T > 1) {
-    launch_affine_rows<kBits, kMaxRows, 4>(ws, outs, x, T, K);
+    launch_affine_rows<kBits, kMaxRows, 4, S>(ws, outs, x, T, K);
   } else if (kBits == 4) {
     // 4-bit chunks carry twice the activations per byte of weights: 8 rows share each load
     // (measured on an H100: 40-44% of peak bandwidth against 25-34% with 4 rows, and worse with 16;
     // 8-bit is best at 4).
-    launch_affine_rows<kBits, 1, 8>(ws, outs, x, T, K);
+    launch_affine_rows<kBits, 1, 8, S>(ws, outs, x, T, K);
   } else {
-    launch_affine_rows<kBits, 1, 4>(ws, outs, x, T, K);
+    launch_affine_rows<kBits, 1, 4, S>(ws, outs, x, T, K);
   }
 }
 
 // Decode rows [t0, t0 + T) of every weight in one launch (all share bits and group size).
 void launch_affine(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, int T,
                    int64_t K) {
-  if (ws[0]->bits == 4) {
-    launch_affine_bits<4>(ws, outs, x, T, K);
-  } else {
-    launch_affine_bits<8>(ws, outs, x, T, K);
-  }
+  with_scale_type(*ws[0], [&](auto s) {
+    using S = decltype(s);
+    if (ws[0]->bits == 4) {
+      launch_affine_bits<4, S>(ws, outs, x, T, K);
+    } else {
+      launch_affine_bits<8, S>(ws, outs, x, T, K);
+    }
+  });
 }
 
 void matmul_float(const Tensor& x, const Weight& w, const Tensor& out) {
@@ -233,6 +239,15 @@ void matmul_float(const Tensor& x, const Weight& w, const Tensor& out) {
   gemv_float_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream()>>>(x.as<const float>(), static_cast<int>(rows),
                                                                    w.w.as<const float>(), N, K, out.as<float>());
   STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+// STRATA_CUDA_GEMV=cores picks the CUDA-core decode kernel over the tensor-core one (to compare).
+bool tensor_cores_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("STRATA_CUDA_GEMV");
+    return v == nullptr || std::string_view(v) != "cores";
+  }();
+  return enabled;
 }
 
 }  // namespace
@@ -247,13 +262,20 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
   const int64_t K = ws[0]->cols();
   const int64_t rows = x.numel() / K;
   bool fusable = ws.size() <= kMaxSegments && ws[0]->quantized();
-  for (const Weight* w : ws)
-    fusable = fusable && w->bits == ws[0]->bits && w->group_size == ws[0]->group_size;
-  if (rows > kMaxRows || !fusable) {
+  bool tensor_cores = rows == 1 && fusable;
+  for (const Weight* w : ws) {
+    fusable = fusable && w->bits == ws[0]->bits && w->group_size == ws[0]->group_size &&
+              w->scales.dtype == ws[0]->scales.dtype;
+    tensor_cores = tensor_cores && gemv_tc_supported(*w);
+  }
+  tensor_cores = tensor_cores && fusable && tensor_cores_enabled();
+  if (rows > kMaxRows) {
+    gemm_group(x, ws, outs);  // x converted to bf16 once for all of them
+    return;
+  }
+  if (!fusable) {
     for (size_t i = 0; i < ws.size(); ++i) {
-      if (rows > kMaxRows) {
-        gemm(x, *ws[i], outs[i]);
-      } else if (ws[i]->quantized()) {
+      if (ws[i]->quantized()) {
         cuda::matmul_group(x, std::span<const Weight* const>(&ws[i], 1), outs.subspan(i, 1));
       } else {
         matmul_float(x, *ws[i], outs[i]);
@@ -264,6 +286,10 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
   const float* xs = x.as<const float>();
   float* out_ptr[kMaxSegments];
   for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
+  if (tensor_cores) {
+    gemv_tc(xs, ws, std::span<float* const>(out_ptr, ws.size()));
+    return;
+  }
   launch_affine(ws, std::span<float* const>(out_ptr, ws.size()), xs, static_cast<int>(rows), K);
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
