@@ -4,13 +4,16 @@
 namespace strata::cli {
 
 DecodeTraffic decode_traffic(const model::ModelConfig& c,
-                             const std::map<std::string, Tensor>& tensors) {
+                             const std::map<std::string, Tensor>& tensors, Device device) {
   DecodeTraffic t;
   for (const auto& [name, tensor] : tensors) {
-    // The loader keeps packed codes as they are and converts every float tensor to F32.
-    const double bytes = tensor.dtype == DType::kU32
-                             ? static_cast<double>(tensor.nbytes())
-                             : static_cast<double>(tensor.numel()) * sizeof(float);
+    // The loader keeps packed codes as they are, on a GPU also the BF16/F16 scales and biases of
+    // quantized matrices, and converts every other float tensor to F32.
+    const bool kept = tensor.dtype == DType::kU32 ||
+                      (device != Device::kCpu && (tensor.dtype == DType::kBF16 || tensor.dtype == DType::kF16) &&
+                       (name.ends_with(".scales") || name.ends_with(".biases")));
+    const double bytes = kept ? static_cast<double>(tensor.nbytes())
+                              : static_cast<double>(tensor.numel()) * sizeof(float);
     t.weights_total += bytes;
     const std::string module = name.substr(0, name.rfind('.'));
     if (module.ends_with("embed_tokens")) {

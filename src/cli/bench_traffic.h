@@ -26,12 +26,13 @@ struct DecodeTraffic {
 };
 
 // tensors: the checkpoint (names, dtypes and shapes; not read). Placed on the device, quantized
-// codes keep their size and everything else is F32 (scales and biases too). A decode step reads
+// codes keep their size, and so do BF16/F16 scales and biases on a GPU (`device`); everything
+// else is F32. A decode step reads
 // every weight once except the embedding table (one row; tied, it is also the lm_head and counts
 // whole) and the routed experts (top_k of num_experts; the router and the shared expert count
 // whole). Caches are F32. Activations and logits (under 0.1% of the total for the real shapes) are
 // left out.
 DecodeTraffic decode_traffic(const model::ModelConfig& config,
-                             const std::map<std::string, Tensor>& tensors);
+                             const std::map<std::string, Tensor>& tensors, Device device);
 
 }  // namespace strata::cli
