@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/launch.h"
 
 namespace strata::backend::cuda {
 
@@ -186,6 +187,7 @@ __device__ inline KeyRange split_keys(const Params& p, int first_row, int last_r
 // Grid: (row tiles, Hkv, splits).
 template <int D, int kRowsPerWarp, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
+  wait_for_inputs();
   static_assert(D % 32 == 0 && D <= 256, "head_dim: a multiple of 32 up to 256");
   static_assert(kRowsPerWarp == 4 || kRowsPerWarp == 8, "4 row groups of 1 or 2 rows");
   constexpr int kThreads = 32 * kWarps;
@@ -395,6 +397,7 @@ constexpr int kDecodeWarps = 4;
 
 template <int D, int kRows>
 __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params p) {
+  wait_for_inputs();
   static_assert(kRows == 4 || kRows == 8, "16 scores per step");
   constexpr int kKeys = 16 / kRows;
   constexpr int kVec = vec_width<D>(), kCols = D / (32 * kVec), kE = kCols * kVec;
@@ -564,6 +567,7 @@ template <int D>
 __global__ void __launch_bounds__(32 * kMergeWarps)
     merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml, int splits,
                  int rows, float* __restrict__ out) {
+  wait_for_inputs();
   constexpr int kVec = vec_width<D>(), kSlab = 32 * kVec;
   __shared__ float red[kMergeWarps];
   __shared__ __align__(16) float partial[kMergeWarps][kSlab];
@@ -630,8 +634,8 @@ constexpr int kMaxSplits = 1024;
 // blocks_per_sm comes from the occupancy calculator, once per kernel, on the eager call that
 // precedes any capture.
 template <int D>
-void launch(void (*kernel)(Params), int threads, size_t smem, int blocks_per_sm, int rows_per_block,
-            Params p, int64_t kv_bound) {
+void launch_splits(void (*kernel)(Params), int threads, size_t smem, int blocks_per_sm,
+                   int rows_per_block, Params p, int64_t kv_bound) {
   const int64_t row_tiles =
       (static_cast<int64_t>(p.T) * p.group + rows_per_block - 1) / rows_per_block;
   const int64_t blocks = row_tiles * p.Hkv;
@@ -652,16 +656,13 @@ void launch(void (*kernel)(Params), int threads, size_t smem, int blocks_per_sm,
     p.part_ml = reinterpret_cast<float2*>(ws);
     p.part_o = reinterpret_cast<float*>(ws + ml_bytes);
   }
-  const cudaStream_t s = stream();
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.Hkv),
                   static_cast<unsigned>(splits));
-  kernel<<<grid, threads, smem, s>>>(p);
-  STRATA_CUDA_CHECK(cudaGetLastError());
+  launch(kernel, grid, threads, smem, p);
   if (splits > 1) {
     const dim3 merge_grid(static_cast<unsigned>(rows), D / (32 * vec_width<D>()));
-    merge_kernel<D><<<merge_grid, 32 * kMergeWarps, 0, s>>>(p.part_o, p.part_ml, p.splits,
-                                                            static_cast<int>(rows), p.out);
-    STRATA_CUDA_CHECK(cudaGetLastError());
+    launch(merge_kernel<D>, merge_grid, 32 * kMergeWarps, 0, p.part_o, p.part_ml, p.splits,
+           static_cast<int>(rows), p.out);
   }
 }
 
@@ -674,7 +675,7 @@ void run_decode(const Params& p, int64_t kv_bound) {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kDecodeWarps, 0));
     return n > 0 ? n : 1;
   }();
-  launch<D>(kernel, 32 * kDecodeWarps, 0, blocks_per_sm, kRows, p, kv_bound);
+  launch_splits<D>(kernel, 32 * kDecodeWarps, 0, blocks_per_sm, kRows, p, kv_bound);
 }
 
 template <int D, int kRowsPerWarp, int kWarps>
@@ -689,7 +690,7 @@ void run_tiled(const Params& p, int64_t kv_bound) {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kWarps, kSmem));
     return n > 0 ? n : 1;
   }();
-  launch<D>(kernel, 32 * kWarps, kSmem, blocks_per_sm, kRowsPerWarp * kWarps, p, kv_bound);
+  launch_splits<D>(kernel, 32 * kWarps, kSmem, blocks_per_sm, kRowsPerWarp * kWarps, p, kv_bound);
 }
 
 // By the rows per KV head (T · group): decode steps stream keys through registers; verify steps and
@@ -714,9 +715,11 @@ void run_rows(const Params& p, int64_t kv_bound) {
 // time with an online softmax; lanes hold dims lane, lane + 32, ... Slow, and only for head
 // dimensions the tiled kernels are not built for.
 __global__ void attention_any_dim_kernel(const float* __restrict__ q, const float* __restrict__ k,
-                                         const float* __restrict__ v, const int32_t* __restrict__ positions,
-                                         int T, int Hq, int Hkv, int D, int capacity, int window, float scale,
+                                         const float* __restrict__ v,
+                                         const int32_t* __restrict__ positions, int T, int Hq,
+                                         int Hkv, int D, int capacity, int window, float scale,
                                          float* __restrict__ out) {
+  wait_for_inputs();
   constexpr int kMaxPerLane = 8;
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= T * Hq) return;
@@ -774,13 +777,12 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   if (D % 32 != 0) {
     constexpr int kWarps = 4;
     const int64_t rows = T * Hq;
-    attention_any_dim_kernel<<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), 32 * kWarps, 0,
-                               stream()>>>(
-        q.as<const float>(), k_cache.as<const float>(), v_cache.as<const float>(),
-        positions.as<const int32_t>(), static_cast<int>(T), static_cast<int>(Hq), static_cast<int>(Hkv),
-        static_cast<int>(D), static_cast<int>(k_cache.dim(0)),
-        window > 0 && window < INT_MAX ? static_cast<int>(window) : 0, scale, out.as<float>());
-    STRATA_CUDA_CHECK(cudaGetLastError());
+    launch(attention_any_dim_kernel, static_cast<unsigned>((rows + kWarps - 1) / kWarps),
+           32 * kWarps, 0, q.as<const float>(), k_cache.as<const float>(),
+           v_cache.as<const float>(), positions.as<const int32_t>(), static_cast<int>(T),
+           static_cast<int>(Hq), static_cast<int>(Hkv), static_cast<int>(D),
+           static_cast<int>(k_cache.dim(0)),
+           window > 0 && window < INT_MAX ? static_cast<int>(window) : 0, scale, out.as<float>());
     return;
   }
   if (misaligned(q) || misaligned(k_cache) || misaligned(v_cache) || misaligned(out))

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/launch.h"
 
 namespace strata::backend::cuda {
 
@@ -48,6 +49,7 @@ __global__ void __launch_bounds__(32 * kWarps)
                               const int32_t* __restrict__ positions, float* q_out,
                               float* __restrict__ gate_out, float* __restrict__ k_cache,
                               float* __restrict__ v_cache, Params p, Freqs freqs) {
+  wait_for_inputs();
   __shared__ float staged[kWarps][32 * kPer];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int per_token = p.Hq + 2 * p.Hkv;
@@ -128,18 +130,18 @@ __global__ void __launch_bounds__(32 * kWarps)
 }
 
 template <int kPer>
-void launch(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
-            const Tensor& positions, const Tensor& q_out, const Tensor& gate_out,
-            const Tensor& k_cache, const Tensor& v_cache, const Params& p, const Freqs& freqs) {
+void launch_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
+                  const Tensor& positions, const Tensor& q_out, const Tensor& gate_out,
+                  const Tensor& k_cache, const Tensor& v_cache, const Params& p,
+                  const Freqs& freqs) {
   const int64_t warps = static_cast<int64_t>(p.T) * (p.Hq + 2 * p.Hkv);
   const unsigned blocks = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
   const bool has_norm = !norm.q_w.empty();
-  qk_norm_rope_store_kernel<kPer><<<blocks, 32 * kWarps, 0, stream()>>>(
-      q.as<const float>(), k.as<float>(), v.as<const float>(),
-      has_norm ? norm.q_w.as<const float>() : nullptr,
-      has_norm ? norm.k_w.as<const float>() : nullptr, positions.as<const int32_t>(),
-      q_out.as<float>(), gate_out.empty() ? nullptr : gate_out.as<float>(), k_cache.as<float>(),
-      v_cache.as<float>(), p, freqs);
+  launch(qk_norm_rope_store_kernel<kPer>, blocks, 32 * kWarps, 0, q.as<const float>(),
+         k.as<float>(), v.as<const float>(), has_norm ? norm.q_w.as<const float>() : nullptr,
+         has_norm ? norm.k_w.as<const float>() : nullptr, positions.as<const int32_t>(),
+         q_out.as<float>(), gate_out.empty() ? nullptr : gate_out.as<float>(), k_cache.as<float>(),
+         v_cache.as<float>(), p, freqs);
 }
 
 }  // namespace
@@ -163,18 +165,17 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
   Freqs freqs{};
   std::copy_n(rope_params.inv_freq.begin(), std::min(p.half, kMaxHalf), freqs.inv_freq);
   if (p.D <= 32) {
-    launch<1>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
+    launch_store<1>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
   } else if (p.D <= 64) {
-    launch<2>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
+    launch_store<2>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
   } else if (p.D <= 128) {
-    launch<4>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
+    launch_store<4>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
   } else if (p.D <= 256) {
-    launch<8>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
+    launch_store<8>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
   } else {
     throw_cuda_error(static_cast<int>(cudaErrorInvalidValue),
                      "qk_norm_rope_store: head dims above 256", __FILE__, __LINE__);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace strata::backend::cuda

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/launch.h"
 #include "backend/cuda/row_copy.h"
 #include "backend/cuda/scale_type.h"
 
@@ -73,6 +74,7 @@ __global__ void copy_rows_kernel(const U* __restrict__ src, const int32_t* __res
                                  int64_t src_limit, U* __restrict__ dst,
                                  const int32_t* __restrict__ dst_rows, int64_t dst_limit, int64_t n,
                                  int64_t units) {
+  wait_for_inputs();
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
@@ -95,9 +97,8 @@ void launch_copy_rows(const void* src, const int32_t* src_rows, int64_t src_limi
   using U = typename Unit<kUnit>::type;
   const int64_t units = row_bytes / kUnit;
   const dim3 grid(blocks_for(units), grid_y_for(n));
-  copy_rows_kernel<U><<<grid, kThreads, 0, stream()>>>(static_cast<const U*>(src), src_rows,
-                                                       src_limit, static_cast<U*>(dst), dst_rows,
-                                                       dst_limit, n, units);
+  launch(copy_rows_kernel<U>, grid, kThreads, 0, static_cast<const U*>(src), src_rows, src_limit,
+         static_cast<U*>(dst), dst_rows, dst_limit, n, units);
 }
 
 // ---- quantized embedding ----
@@ -111,10 +112,10 @@ __device__ inline float dequant(float s, uint32_t q, float b) {
 // 16-byte stores when kVec (output rows 16-byte aligned).
 template <int kBits, bool kVec, typename S>
 __global__ void embedding_affine_kernel(const uint32_t* __restrict__ codes,
-                                        const S* __restrict__ scales,
-                                        const S* __restrict__ biases,
+                                        const S* __restrict__ scales, const S* __restrict__ biases,
                                         const int32_t* __restrict__ ids, int64_t T, int64_t V,
                                         int64_t H, int group_size, float* __restrict__ out) {
+  wait_for_inputs();
   constexpr int kPerWord = 32 / kBits;
   constexpr uint32_t kMask = (1u << kBits) - 1u;
   const int64_t words = H / kPerWord, groups = H / group_size;
@@ -157,6 +158,7 @@ __global__ void embedding_affine_any_kernel(const uint32_t* __restrict__ codes,
                                             const int32_t* __restrict__ ids, int64_t T, int64_t V,
                                             int64_t H, int64_t words, int bits, int group_size,
                                             float* __restrict__ out) {
+  wait_for_inputs();
   const int64_t groups = H / group_size;
   const uint32_t mask = (1u << bits) - 1u;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -190,11 +192,11 @@ void launch_embedding_affine(const Weight& table, const int32_t* ids, int64_t T,
   const auto* s = static_cast<const S*>(table.scales.data);
   const auto* b = static_cast<const S*>(table.biases.data);
   if (aligned(out, 16)) {  // H is a multiple of the group size (≥ 32), so every row is aligned too
-    embedding_affine_kernel<kBits, true, S><<<grid, kThreads, 0, stream()>>>(
-        codes, s, b, ids, T, table.rows(), H, table.group_size, out);
+    launch(embedding_affine_kernel<kBits, true, S>, grid, kThreads, 0, codes, s, b, ids, T,
+           table.rows(), H, table.group_size, out);
   } else {
-    embedding_affine_kernel<kBits, false, S><<<grid, kThreads, 0, stream()>>>(
-        codes, s, b, ids, T, table.rows(), H, table.group_size, out);
+    launch(embedding_affine_kernel<kBits, false, S>, grid, kThreads, 0, codes, s, b, ids, T,
+           table.rows(), H, table.group_size, out);
   }
 }
 
@@ -216,6 +218,7 @@ struct SigmoidMul {
 // first n/4·4 elements as float4 and the last n % 4 scalar.
 template <typename Op, bool kVec>
 __global__ void binary_kernel(const float* a, const float* b, float* out, int64_t n) {
+  wait_for_inputs();
   const Op op;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -237,18 +240,18 @@ template <typename Op>
 void launch_binary(const float* a, const float* b, float* out, int64_t n) {
   if (n == 0) return;
   if (aligned(a, 16) && aligned(b, 16) && aligned(out, 16)) {
-    binary_kernel<Op, true>
-        <<<blocks_for(std::max<int64_t>(n / 4, 1)), kThreads, 0, stream()>>>(a, b, out, n);
+    launch(binary_kernel<Op, true>, blocks_for(std::max<int64_t>(n / 4, 1)), kThreads, 0, a, b, out,
+           n);
   } else {
-    binary_kernel<Op, false><<<blocks_for(n), kThreads, 0, stream()>>>(a, b, out, n);
+    launch(binary_kernel<Op, false>, blocks_for(n), kThreads, 0, a, b, out, n);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 // x[r, c] += bias[c] over columns of `cols` units (float4 or float): one thread per column keeps
 // its bias value in a register across the rows it visits.
 template <typename V>
 __global__ void add_bias_kernel(V* x, const V* __restrict__ bias, int64_t rows, int64_t cols) {
+  wait_for_inputs();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   const V b = bias[c];
@@ -279,6 +282,7 @@ struct RopeFreqs {
 __global__ void rope_kernel(float* x, const int32_t* __restrict__ positions, int64_t H, int64_t D,
                             int half, int heads_per_block, bool neox, float attention_factor,
                             RopeFreqs freqs) {
+  wait_for_inputs();
   __shared__ float cos_t[kRopeMaxHalf], sin_t[kRopeMaxHalf];
   const int64_t t = blockIdx.x;
   const float pos = static_cast<float>(positions[t]);
@@ -323,6 +327,7 @@ struct SplitOutputs {
 template <typename U>
 __global__ void split_columns_kernel(const U* __restrict__ x, int64_t rows, int64_t row_units,
                                      int64_t col0, int64_t ncols, SplitOutputs outs) {
+  wait_for_inputs();
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -353,9 +358,8 @@ void launch_split(const Tensor& x, std::span<const Tensor> outs, int64_t rows, s
     }
     if (ncols > 0) {
       const dim3 grid(blocks_for(ncols), grid_y_for(rows));
-      split_columns_kernel<U><<<grid, kThreads, 0, stream()>>>(static_cast<const U*>(x.data), rows,
-                                                               row_units, col0, ncols, o);
-      STRATA_CUDA_CHECK(cudaGetLastError());
+      launch(split_columns_kernel<U>, grid, kThreads, 0, static_cast<const U*>(x.data), rows,
+             row_units, col0, ncols, o);
     }
     col0 += ncols;
   }
@@ -397,6 +401,7 @@ template <bool kVec>
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_partial_kernel(const float* __restrict__ x, int64_t rows, int64_t V,
                           Best* __restrict__ partial, int32_t* __restrict__ out) {
+  wait_for_inputs();
   __shared__ Best warp_bests[kArgmaxThreads / 32];
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kArgmaxChunk;
   const int64_t end = std::min(V, begin + kArgmaxChunk);
@@ -446,6 +451,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
 __global__ void argmax_merge_kernel(const Best* __restrict__ partial, int64_t chunks,
                                     const float* __restrict__ x, int64_t V,
                                     int32_t* __restrict__ out) {
+  wait_for_inputs();
   const int64_t r = blockIdx.x;
   float bv = -INFINITY;
   int32_t bi = kNone;
@@ -478,7 +484,6 @@ void copy_rows(const void* src, const int32_t* src_rows, int64_t src_limit, void
     default:
       launch_copy_rows<1>(src, src_rows, src_limit, dst, dst_rows, dst_limit, n, row_bytes);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 void embedding(const Weight& table, const Tensor& ids, const Tensor& out) {
@@ -505,14 +510,12 @@ void embedding(const Weight& table, const Tensor& ids, const Tensor& out) {
         break;
       default: {
         const dim3 grid(blocks_for(H), grid_y_for(T));
-        embedding_affine_any_kernel<S><<<grid, kThreads, 0, stream()>>>(
-            table.w.as<const uint32_t>(), static_cast<const S*>(table.scales.data),
-            static_cast<const S*>(table.biases.data), id, T, table.rows(), H, table.w.dim(1), table.bits,
-            table.group_size, o);
+        launch(embedding_affine_any_kernel<S>, grid, kThreads, 0, table.w.as<const uint32_t>(),
+               static_cast<const S*>(table.scales.data), static_cast<const S*>(table.biases.data),
+               id, T, table.rows(), H, table.w.dim(1), table.bits, table.group_size, o);
       }
     }
   });
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 void add_bias(const Tensor& x, const Tensor& bias) {
@@ -521,14 +524,13 @@ void add_bias(const Tensor& x, const Tensor& bias) {
   const int64_t rows = x.numel() / N;
   if (N % 4 == 0 && aligned(x.data, 16) && aligned(bias.data, 16)) {
     const dim3 grid(static_cast<unsigned>((N / 4 + kThreads - 1) / kThreads), grid_y_for(rows));
-    add_bias_kernel<float4>
-        <<<grid, kThreads, 0, stream()>>>(x.as<float4>(), bias.as<const float4>(), rows, N / 4);
+    launch(add_bias_kernel<float4>, grid, kThreads, 0, x.as<float4>(), bias.as<const float4>(),
+           rows, N / 4);
   } else {
     const dim3 grid(static_cast<unsigned>((N + kThreads - 1) / kThreads), grid_y_for(rows));
-    add_bias_kernel<float>
-        <<<grid, kThreads, 0, stream()>>>(x.as<float>(), bias.as<const float>(), rows, N);
+    launch(add_bias_kernel<float>, grid, kThreads, 0, x.as<float>(), bias.as<const float>(), rows,
+           N);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 void rope(const Tensor& x, const Tensor& positions, const RopeParams& params) {
@@ -541,10 +543,8 @@ void rope(const Tensor& x, const Tensor& positions, const RopeParams& params) {
   const int heads_per_block = std::max(1, 2 * kRopeThreads / half);
   const dim3 grid(static_cast<unsigned>(T),
                   static_cast<unsigned>((H + heads_per_block - 1) / heads_per_block));
-  rope_kernel<<<grid, kRopeThreads, 0, stream()>>>(x.as<float>(), positions.as<const int32_t>(), H,
-                                                   D, half, heads_per_block, params.neox,
-                                                   params.attention_factor, freqs);
-  STRATA_CUDA_CHECK(cudaGetLastError());
+  launch(rope_kernel, grid, kRopeThreads, 0, x.as<float>(), positions.as<const int32_t>(), H, D,
+         half, heads_per_block, params.neox, params.attention_factor, freqs);
 }
 
 void store_rows(const Tensor& src, const Tensor& positions, const Tensor& dst) {
@@ -606,15 +606,12 @@ void argmax(const Tensor& x, const Tensor& out) {
         workspace(WorkspaceSlot::kSample, static_cast<size_t>(rows * chunks) * sizeof(Best)));
   const dim3 grid(static_cast<unsigned>(chunks), grid_y_for(rows));
   if (V % 4 == 0 && aligned(px, 16)) {
-    argmax_partial_kernel<true><<<grid, kArgmaxThreads, 0, stream()>>>(px, rows, V, partial, po);
+    launch(argmax_partial_kernel<true>, grid, kArgmaxThreads, 0, px, rows, V, partial, po);
   } else {
-    argmax_partial_kernel<false><<<grid, kArgmaxThreads, 0, stream()>>>(px, rows, V, partial, po);
+    launch(argmax_partial_kernel<false>, grid, kArgmaxThreads, 0, px, rows, V, partial, po);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
   if (chunks > 1) {
-    argmax_merge_kernel<<<static_cast<unsigned>(rows), 32, 0, stream()>>>(partial, chunks, px, V,
-                                                                          po);
-    STRATA_CUDA_CHECK(cudaGetLastError());
+    launch(argmax_merge_kernel, static_cast<unsigned>(rows), 32, 0, partial, chunks, px, V, po);
   }
 }
 

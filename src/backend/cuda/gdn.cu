@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/launch.h"
 
 namespace strata::backend::cuda {
 
@@ -43,6 +44,7 @@ template <int K>
 __global__ void causal_conv1d_silu_kernel(const float* __restrict__ x, const float* __restrict__ w,
                                           float* __restrict__ window, float* __restrict__ out,
                                           int T, int C) {
+  wait_for_inputs();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int t0 = blockIdx.y * kConvTile;
@@ -90,7 +92,7 @@ __global__ void causal_conv1d_silu_kernel(const float* __restrict__ x, const flo
 template <int K>
 void launch_conv(const float* x, const float* w, float* window, float* out, int T, int C) {
   const dim3 grid((C + kConvThreads - 1) / kConvThreads, (T + kConvTile - 1) / kConvTile);
-  causal_conv1d_silu_kernel<K><<<grid, kConvThreads, 0, stream()>>>(x, w, window, out, T, C);
+  launch(causal_conv1d_silu_kernel<K>, grid, kConvThreads, 0, x, w, window, out, T, C);
 }
 
 // ---- gates ----
@@ -98,6 +100,7 @@ void launch_conv(const float* x, const float* w, float* window, float* out, int 
 __global__ void gdn_gates_kernel(const float* a, const float* b, const float* __restrict__ a_log,
                                  const float* __restrict__ dt_bias, float* g, float* beta,
                                  int64_t n, int Hv) {
+  wait_for_inputs();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int j = static_cast<int>(i % Hv);
@@ -122,7 +125,9 @@ __global__ void gdn_prepare_kernel(const float* __restrict__ qkv, const float* _
                                    const float* __restrict__ dt_bias, float l2_eps, float q_scale,
                                    float* __restrict__ q, float* __restrict__ k,
                                    float* __restrict__ v, float* __restrict__ g,
-                                   float* __restrict__ beta, int T, int Hk, int dk, int Hv, int dv) {
+                                   float* __restrict__ beta, int T, int Hk, int dk, int Hv,
+                                   int dv) {
+  wait_for_inputs();
   const int unit = blockIdx.x * kPrepWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int gates_unit = 2 * Hk + Hv;
@@ -214,11 +219,11 @@ void launch_gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tens
   const int units = 2 * Hk + Hv + 1;
   const int tiles = (T + kPrepTile - 1) / kPrepTile;
   const dim3 grid((units + kPrepWarps - 1) / kPrepWarps, std::min(tiles, 65535));
-  gdn_prepare_kernel<kPer><<<grid, 32 * kPrepWarps, 0, stream()>>>(
-      qkv.as<const float>(), conv_weight.as<const float>(), window.as<float>(), K,
-      a.as<const float>(), b.as<const float>(), a_log.as<const float>(),
-      dt_bias.as<const float>(), l2_eps, q_scale, q.as<float>(), k.as<float>(), v.as<float>(),
-      g.as<float>(), beta.as<float>(), T, Hk, dk, Hv, dv);
+  launch(gdn_prepare_kernel<kPer>, grid, 32 * kPrepWarps, 0, qkv.as<const float>(),
+         conv_weight.as<const float>(), window.as<float>(), K, a.as<const float>(),
+         b.as<const float>(), a_log.as<const float>(), dt_bias.as<const float>(), l2_eps, q_scale,
+         q.as<float>(), k.as<float>(), v.as<float>(), g.as<float>(), beta.as<float>(), T, Hk, dk,
+         Hv, dv);
 }
 
 // ---- row norms: one warp per row, 16-byte loads when the row allows ----
@@ -229,6 +234,7 @@ constexpr int kNormWarps = 8;
 template <bool kVec>
 __global__ void l2_norm_kernel(const float* x, float eps, float scale, int64_t rows, int D,
                                float* out) {
+  wait_for_inputs();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kNormWarps + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
@@ -258,6 +264,7 @@ __global__ void l2_norm_kernel(const float* x, float eps, float scale, int64_t r
 template <bool kVec>
 __global__ void rms_norm_gated_kernel(const float* x, const float* __restrict__ w, const float* z,
                                       float eps, int64_t rows, int D, float* out) {
+  wait_for_inputs();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kNormWarps + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
@@ -331,6 +338,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
                            const float* __restrict__ v, const float* __restrict__ g,
                            const float* __restrict__ beta, float* __restrict__ state,
                            float* __restrict__ out, int T, int Hk, int Hv, int dv) {
+  wait_for_inputs();
   constexpr int kNc = kDk / (4 * kG);
   static_assert(kNc * 4 * kG == kDk && 32 % kG == 0, "row split");
   const int rows = Hv * dv;
@@ -437,6 +445,7 @@ __global__ void __launch_bounds__(kRows * kG)
                             const float* __restrict__ beta, float* __restrict__ state,
                             float* __restrict__ out, int T, int Hk, int Hv, int dv) {
   // clang-format on
+  wait_for_inputs();
   using L = TileLayout<kDk, kRows>;
   constexpr int kThreads = kRows * kG;
   constexpr int kNc = kDk / (4 * kG);
@@ -522,6 +531,7 @@ __global__ void delta_rule_generic_kernel(const float* __restrict__ q, const flo
                                           const float* __restrict__ beta, float* __restrict__ state,
                                           float* __restrict__ out, int T, int Hk, int Hv, int dk,
                                           int dv) {
+  wait_for_inputs();
   constexpr int kPer = kGenericMaxDk / 32;
   const int rows = Hv * dv;
   const int lane = threadIdx.x % 32;
@@ -569,8 +579,8 @@ void launch_delta_rows(const float* q, const float* k, const float* v, const flo
                        const float* beta, float* state, float* out, int T, int Hk, int Hv, int dv) {
   const int64_t threads = static_cast<int64_t>(Hv) * dv * kG;
   const unsigned blocks = static_cast<unsigned>((threads + kDeltaThreads - 1) / kDeltaThreads);
-  delta_rule_rows_kernel<kDk, kG>
-      <<<blocks, kDeltaThreads, 0, stream()>>>(q, k, v, g, beta, state, out, T, Hk, Hv, dv);
+  launch(delta_rule_rows_kernel<kDk, kG>, blocks, kDeltaThreads, 0, q, k, v, g, beta, state, out, T,
+         Hk, Hv, dv);
 }
 
 template <int kDk, int kG, int kRows>
@@ -588,7 +598,7 @@ void launch_delta_tiled(const float* q, const float* k, const float* v, const fl
     (void)raised;
   }
   const unsigned blocks = static_cast<unsigned>(static_cast<int64_t>(Hv) * dv / kRows);
-  kernel<<<blocks, kRows * kG, kSmem, stream()>>>(q, k, v, g, beta, state, out, T, Hk, Hv, dv);
+  launch(kernel, blocks, kRows * kG, kSmem, q, k, v, g, beta, state, out, T, Hk, Hv, dv);
 }
 
 }  // namespace
@@ -609,7 +619,6 @@ void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& win
                                              launch_conv<3>, launch_conv<4>, launch_conv<5>,
                                              launch_conv<6>, launch_conv<7>, launch_conv<8>};
   kLaunch[K](xs, w, win, o, T, C);
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias,
@@ -617,10 +626,10 @@ void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tens
   const int64_t n = a.numel();
   if (n == 0) return;
   constexpr int kThreads = 256;
-  gdn_gates_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(
-      a.as<const float>(), b.as<const float>(), a_log.as<const float>(), dt_bias.as<const float>(),
-      g.as<float>(), beta.as<float>(), n, static_cast<int>(a_log.numel()));
-  STRATA_CUDA_CHECK(cudaGetLastError());
+  launch(gdn_gates_kernel, static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
+         a.as<const float>(), b.as<const float>(), a_log.as<const float>(),
+         dt_bias.as<const float>(), g.as<float>(), beta.as<float>(), n,
+         static_cast<int>(a_log.numel()));
 }
 
 void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out) {
@@ -631,11 +640,10 @@ void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out) {
   const float* xs = x.as<const float>();
   float* o = out.as<float>();
   if (D % 4 == 0 && aligned16(xs) && aligned16(o)) {
-    l2_norm_kernel<true><<<blocks, 32 * kNormWarps, 0, stream()>>>(xs, eps, scale, rows, D, o);
+    launch(l2_norm_kernel<true>, blocks, 32 * kNormWarps, 0, xs, eps, scale, rows, D, o);
   } else {
-    l2_norm_kernel<false><<<blocks, 32 * kNormWarps, 0, stream()>>>(xs, eps, scale, rows, D, o);
+    launch(l2_norm_kernel<false>, blocks, 32 * kNormWarps, 0, xs, eps, scale, rows, D, o);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& window,
@@ -660,7 +668,6 @@ void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& win
   } else {
     unsupported("gdn_prepare: head dims above 256");
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
@@ -704,13 +711,12 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
   } else if (dk <= kGenericMaxDk) {
     const int64_t rows = static_cast<int64_t>(Hv) * dv;
     constexpr int kRowsPerBlock = kDeltaThreads / 32;
-    delta_rule_generic_kernel<<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
-                                kDeltaThreads, 0, stream()>>>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv,
-                                                              dk, dv);
+    launch(delta_rule_generic_kernel,
+           static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), kDeltaThreads, 0, pq,
+           pk, pv, pg, pb, S, o, T, Hk, Hv, dk, dv);
   } else {
     unsupported("gated_delta_rule: key head dim above 256");
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps,
@@ -724,13 +730,10 @@ void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps
   const float* zs = z.as<const float>();
   float* o = out.as<float>();
   if (D % 4 == 0 && aligned16(xs) && aligned16(ws) && aligned16(zs) && aligned16(o)) {
-    rms_norm_gated_kernel<true>
-        <<<blocks, 32 * kNormWarps, 0, stream()>>>(xs, ws, zs, eps, rows, D, o);
+    launch(rms_norm_gated_kernel<true>, blocks, 32 * kNormWarps, 0, xs, ws, zs, eps, rows, D, o);
   } else {
-    rms_norm_gated_kernel<false>
-        <<<blocks, 32 * kNormWarps, 0, stream()>>>(xs, ws, zs, eps, rows, D, o);
+    launch(rms_norm_gated_kernel<false>, blocks, 32 * kNormWarps, 0, xs, ws, zs, eps, rows, D, o);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace strata::backend::cuda

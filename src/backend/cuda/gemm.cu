@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/launch.h"
 #include "backend/cuda/scale_type.h"
 
 #define STRATA_CUBLAS_CHECK(call)                                                            \
@@ -79,6 +80,7 @@ __global__ void __launch_bounds__(kThreads)
     dequantize_bf16_kernel(const uint32_t* __restrict__ codes, const S* __restrict__ scales,
                            const S* __restrict__ biases, uint32_t words, int group_shift,
                            __nv_bfloat16* __restrict__ out) {
+  wait_for_inputs();
   constexpr int kPerWord = 32 / kBits;
   constexpr uint32_t kMask = (1u << kBits) - 1u;
   const uint32_t first = blockIdx.x * kWordsPerBlock + threadIdx.x;
@@ -119,6 +121,7 @@ __global__ void __launch_bounds__(kThreads)
 // x rounded to bf16, 8 values per thread: two 16-byte loads, one 16-byte store.
 __global__ void to_bf16_x8_kernel(const float4* __restrict__ x, int64_t n8,
                                   uint4* __restrict__ out) {
+  wait_for_inputs();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n8) return;
   const float4 a = x[2 * i], b = x[2 * i + 1];
@@ -129,6 +132,7 @@ __global__ void to_bf16_x8_kernel(const float4* __restrict__ x, int64_t n8,
 // The same for an x that is not 16-byte aligned (a view into the middle of a buffer).
 __global__ void to_bf16_kernel(const float* __restrict__ x, int64_t n,
                                __nv_bfloat16* __restrict__ out) {
+  wait_for_inputs();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2bfloat16_rn(x[i]);
 }
@@ -143,12 +147,11 @@ const __nv_bfloat16* activations_bf16(const Tensor& x, int64_t n) {
       workspace(WorkspaceSlot::kMatmulB, static_cast<size_t>(n) * sizeof(__nv_bfloat16)));
   const float* src = x.as<const float>();
   if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && n % 8 == 0) {
-    to_bf16_x8_kernel<<<blocks_for(n / 8, kThreads), kThreads, 0, stream()>>>(
-        reinterpret_cast<const float4*>(src), n / 8, reinterpret_cast<uint4*>(xb));
+    launch(to_bf16_x8_kernel, blocks_for(n / 8, kThreads), kThreads, 0,
+           reinterpret_cast<const float4*>(src), n / 8, reinterpret_cast<uint4*>(xb));
   } else {
-    to_bf16_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(src, n, xb);
+    launch(to_bf16_kernel, blocks_for(n, kThreads), kThreads, 0, src, n, xb);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
   return xb;
 }
 
@@ -180,13 +183,12 @@ void gemm_affine(const __nv_bfloat16* xb, int64_t T, const Weight& w, const Tens
     const auto tile_words = static_cast<uint32_t>(n * words);  // < 2^24: tiles are ≤ 2^26 elements
     const unsigned blocks = blocks_for(tile_words, kWordsPerBlock);
     if (w.bits == 4) {
-      dequantize_bf16_kernel<4, S>
-          <<<blocks, kThreads, 0, stream()>>>(codes, s, b, tile_words, group_shift, wb);
+      launch(dequantize_bf16_kernel<4, S>, blocks, kThreads, 0, codes, s, b, tile_words,
+             group_shift, wb);
     } else {
-      dequantize_bf16_kernel<8, S>
-          <<<blocks, kThreads, 0, stream()>>>(codes, s, b, tile_words, group_shift, wb);
+      launch(dequantize_bf16_kernel<8, S>, blocks, kThreads, 0, codes, s, b, tile_words,
+             group_shift, wb);
     }
-    STRATA_CUDA_CHECK(cudaGetLastError());
     // outᵀ rows n0.. of [N, T] (leading dimension N).
     STRATA_CUBLAS_CHECK(cublasGemmEx(handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
                                      static_cast<int>(T), static_cast<int>(K), &one, wb,

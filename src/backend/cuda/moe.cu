@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/launch.h"
 #include "backend/cuda/row_copy.h"
 
 namespace strata::backend::cuda {
@@ -84,6 +85,7 @@ template <int kPerLane>
 __global__ void __launch_bounds__(32 * kTopkWarps)
     topk_softmax_kernel(const float* __restrict__ logits, int64_t T, int E, int k, bool renormalize,
                         int32_t* __restrict__ ids, float* __restrict__ weights) {
+  wait_for_inputs();
   constexpr int kSlots = kPerLane > 0 ? kPerLane : 1;
   const int lane = threadIdx.x % 32;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kTopkWarps + threadIdx.x / 32;
@@ -151,9 +153,9 @@ void launch_topk(const Tensor& logits, int64_t k, bool renormalize, const Tensor
                  const Tensor& weights) {
   const int64_t T = logits.dim(0);
   const unsigned blocks = static_cast<unsigned>((T + kTopkWarps - 1) / kTopkWarps);
-  topk_softmax_kernel<kPerLane><<<blocks, 32 * kTopkWarps, 0, stream()>>>(
-      logits.as<const float>(), T, static_cast<int>(logits.dim(1)), static_cast<int>(k),
-      renormalize, ids.as<int32_t>(), weights.as<float>());
+  launch(topk_softmax_kernel<kPerLane>, blocks, 32 * kTopkWarps, 0, logits.as<const float>(), T,
+         static_cast<int>(logits.dim(1)), static_cast<int>(k), renormalize, ids.as<int32_t>(),
+         weights.as<float>());
 }
 
 // ---- row movement ----
@@ -190,6 +192,7 @@ template <typename V>
 __global__ void scatter_add_rows_kernel(const V* __restrict__ src, const int32_t* __restrict__ rows,
                                         const float* __restrict__ scale, int64_t n, int64_t cols,
                                         V* dst, int64_t dst_rows) {
+  wait_for_inputs();
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
@@ -207,6 +210,7 @@ template <typename V>
 __global__ void add_sigmoid_gated_kernel(V* x, const V* __restrict__ y,
                                          const float* __restrict__ gate, int64_t rows,
                                          int64_t cols) {
+  wait_for_inputs();
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -231,7 +235,6 @@ void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tenso
   } else {
     launch_topk<0>(logits, k, renormalize, ids, weights);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) {
@@ -247,14 +250,13 @@ void scatter_add_rows(const Tensor& src, const Tensor& rows, const Tensor& scale
   const auto* s = scale.as<const float>();
   if (C % 4 == 0 && aligned16(src.data) && aligned16(dst.data)) {
     const dim3 grid(blocks_for(C / 4), grid_y_for(n));
-    scatter_add_rows_kernel<float4><<<grid, kThreads, 0, stream()>>>(
-        src.as<const float4>(), r, s, n, C / 4, dst.as<float4>(), dst.dim(0));
+    launch(scatter_add_rows_kernel<float4>, grid, kThreads, 0, src.as<const float4>(), r, s, n,
+           C / 4, dst.as<float4>(), dst.dim(0));
   } else {
     const dim3 grid(blocks_for(C), grid_y_for(n));
-    scatter_add_rows_kernel<float><<<grid, kThreads, 0, stream()>>>(src.as<const float>(), r, s, n,
-                                                                    C, dst.as<float>(), dst.dim(0));
+    launch(scatter_add_rows_kernel<float>, grid, kThreads, 0, src.as<const float>(), r, s, n, C,
+           dst.as<float>(), dst.dim(0));
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate) {
@@ -264,14 +266,13 @@ void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate) {
   const auto* g = gate.as<const float>();
   if (C % 4 == 0 && aligned16(x.data) && aligned16(y.data)) {
     const dim3 grid(blocks_for(C / 4), grid_y_for(rows));
-    add_sigmoid_gated_kernel<float4>
-        <<<grid, kThreads, 0, stream()>>>(x.as<float4>(), y.as<const float4>(), g, rows, C / 4);
+    launch(add_sigmoid_gated_kernel<float4>, grid, kThreads, 0, x.as<float4>(),
+           y.as<const float4>(), g, rows, C / 4);
   } else {
     const dim3 grid(blocks_for(C), grid_y_for(rows));
-    add_sigmoid_gated_kernel<float>
-        <<<grid, kThreads, 0, stream()>>>(x.as<float>(), y.as<const float>(), g, rows, C);
+    launch(add_sigmoid_gated_kernel<float>, grid, kThreads, 0, x.as<float>(), y.as<const float>(),
+           g, rows, C);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace strata::backend::cuda

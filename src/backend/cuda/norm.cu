@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/launch.h"
 
 namespace strata::backend::cuda {
 
@@ -28,8 +29,9 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-__global__ void rms_norm_kernel(const float* x, const float* w, float eps, bool one_plus_w, int64_t d,
-                                float* out) {
+__global__ void rms_norm_kernel(const float* x, const float* w, float eps, bool one_plus_w,
+                                int64_t d, float* out) {
+  wait_for_inputs();
   const float* xr = x + blockIdx.x * d;
   float* o = out + blockIdx.x * d;
   float ss = 0.0f;
@@ -43,6 +45,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, bool 
 template <bool kVec>
 __global__ void add_rms_norm_kernel(float* x, const float* delta, const float* w, float eps,
                                     bool one_plus_w, int64_t d, int64_t first_normed, float* out) {
+  wait_for_inputs();
   const int64_t row = blockIdx.x;
   float* xr = x + row * d;
   const float* dr = delta + row * d;
@@ -94,22 +97,20 @@ void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float e
   float* po = out.as<float>();
   const unsigned blocks = static_cast<unsigned>(rows);
   if (d % 4 == 0 && aligned16(px) && aligned16(pd) && aligned16(pw) && aligned16(po)) {
-    add_rms_norm_kernel<true>
-        <<<blocks, kThreads, 0, stream()>>>(px, pd, pw, eps, one_plus_w, d, rows - normed, po);
+    launch(add_rms_norm_kernel<true>, blocks, kThreads, 0, px, pd, pw, eps, one_plus_w, d,
+           rows - normed, po);
   } else {
-    add_rms_norm_kernel<false>
-        <<<blocks, kThreads, 0, stream()>>>(px, pd, pw, eps, one_plus_w, d, rows - normed, po);
+    launch(add_rms_norm_kernel<false>, blocks, kThreads, 0, px, pd, pw, eps, one_plus_w, d,
+           rows - normed, po);
   }
-  STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out) {
   const int64_t d = w.numel();
   const int64_t rows = x.numel() / d;
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x.as<const float>(), w.as<const float>(), eps,
-                                                             one_plus_w, d, out.as<float>());
-  STRATA_CUDA_CHECK(cudaGetLastError());
+  launch(rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, x.as<const float>(),
+         w.as<const float>(), eps, one_plus_w, d, out.as<float>());
 }
 
 }  // namespace strata::backend::cuda
