@@ -169,6 +169,19 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
   cpu::attention(q, k_cache, v_cache, pos, scale, window, out);
 }
 
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act, const Tensor& out) {
+  const Device d = placement("silu_mul_matmul", {&gate, &up, &act, &w.w, &out});
+  require_f32("silu_mul_matmul", out);
+  check(gate.shape == up.shape && act.numel() == up.numel() && up.dim(-1) == w.cols() && out.dim(-1) == w.rows() &&
+            up.numel() / up.dim(-1) == out.numel() / out.dim(-1),
+        ErrorKind::kInternal, "silu_mul_matmul: gate {} up {} act {} · w [{}, {}] -> out {}", gate.shape.str(),
+        up.shape.str(), act.shape.str(), w.rows(), w.cols(), out.shape.str());
+  if (d == Device::kCuda) check_cuda_weight(w);
+  STRATA_CUDA_DISPATCH("silu_mul_matmul", d, cuda::silu_mul_matmul(gate, up, w, act, out));
+  cpu::silu_mul(gate, up, act);
+  cpu::matmul(act, w, out);
+}
+
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
   const Device d = placement("silu_mul", {&gate, &up, &out});
   check(gate.numel() == up.numel() && gate.numel() == out.numel(), ErrorKind::kInternal,

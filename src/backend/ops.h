@@ -78,6 +78,11 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
 // out = SiLU(gate) ⊙ up, elementwise ([T, I] each).
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 
+// out = (SiLU(gate) ⊙ up) · wᵀ: the MLP's down projection with its activation, one launch where the
+// device can form the product as it reads it (CUDA decode). gate, up, act: [T, K]; act is scratch
+// that holds the product where it is formed separately; out: [T, N].
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act, const Tensor& out);
+
 // a += b, elementwise.
 void add(const Tensor& a, const Tensor& b);
 

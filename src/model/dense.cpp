@@ -104,8 +104,7 @@ class DenseModel final : public Model {
       const backend::Weight* gate_up[] = {&L.gate, &L.up};
       const Tensor gate_up_out[] = {gate, up};
       ops::matmul_group(h, gate_up, gate_up_out);
-      ops::silu_mul(gate, up, act);
-      ops::matmul(act, L.down, proj);
+      ops::silu_mul_matmul(gate, up, L.down, act, proj);
       if (l + 1 < config_.num_layers) ops::add_rms_norm(x, proj, layers_[l + 1].input_norm, eps, false, h);
     }
     // Every row of x gets the last add; only the last row is normed when only its logits are wanted.

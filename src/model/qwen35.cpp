@@ -245,8 +245,7 @@ class Qwen35Model final : public Model {
     const Weight* gate_up[] = {&gate, &up};
     const Tensor gate_up_out[] = {g, u};
     ops::matmul_group(x, gate_up, gate_up_out);
-    ops::silu_mul(g, u, act);
-    ops::matmul(act, down, out);
+    ops::silu_mul_matmul(g, u, down, act, out);
   }
 
   // ---- loading ----

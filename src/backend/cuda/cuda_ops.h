@@ -76,6 +76,7 @@ uint64_t workspace_generation();
 void embedding(const Weight& table, const Tensor& ids, const Tensor& out);
 void matmul(const Tensor& x, const Weight& w, const Tensor& out);
 void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs);
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act, const Tensor& out);
 void add_bias(const Tensor& x, const Tensor& bias);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);
 void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, bool one_plus_w,

@@ -18,6 +18,9 @@
 // applies its own group's scale and bias when it folds C into its fp32 sum. In the MLX packing,
 // 32-bit word m of a run holds codes 8m..8m+7 (4-bit, LSB first); the fp16 pairs come out as codes
 // (0,4), (1,5), (2,6), (3,7) of the word, and the activations are paired the same way.
+//
+// The MLP's down projection reads SiLU(gate) ⊙ up, formed as the activations are converted
+// (silu_mul_matmul), so that product never takes a launch of its own.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -26,6 +29,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemv_tc.h"
+#include "backend/cuda/launch.h"
 #include "backend/cuda/scale_type.h"
 
 namespace strata::backend::cuda {
@@ -99,10 +103,41 @@ __device__ __forceinline__ void split_pair(float v0, float v1, uint32_t& hi, uin
   lo = h2_bits(__floats2half2_rn(v0 - back.x, v1 - back.y));
 }
 
+// What a warp loads for one k-tile.
+template <int kBits, int kMT, int kFolds>
+struct TileLoads {
+  static constexpr int kPerLane = kTileBytes * 8 / kBits / 32;  // activations each lane converts
+  uint4 code[kMT][2][2];        // [m-tile][row g, g+8][two 16-byte halves of the run]
+  uint32_t s[kMT][2][kFolds];   // raw scale and bias values (up to 32 bits each)
+  uint32_t b[kMT][2][kFolds];
+  float4 x[kPerLane / 4];
+  float4 gate[kPerLane / 4];    // SwiGLU: the gate half of x
+};
+
+template <typename S>
+__device__ __forceinline__ uint32_t load_raw(const S* p) {
+  if constexpr (sizeof(S) == 4) {
+    return __float_as_uint(*reinterpret_cast<const float*>(p));
+  } else {
+    return *reinterpret_cast<const unsigned short*>(p);
+  }
+}
+template <typename S>
+__device__ __forceinline__ float raw_to_float(uint32_t r) {
+  if constexpr (sizeof(S) == 4) {
+    return __uint_as_float(r);
+  } else {
+    const unsigned short h = static_cast<unsigned short>(r);
+    return scale_to_float(*reinterpret_cast<const S*>(&h));
+  }
+}
+
 // kMT: m-tiles (16 rows) per warp. kFolds: group folds per run (2 only for 4-bit groups of 32).
-template <int kBits, int kMT, int kFolds, typename S>
-__global__ void __launch_bounds__(32 * kMaxWarps, 2) gemv_tc_kernel(const float* __restrict__ x, const TcSegments segs,
-                                                                 int64_t K, int group_size) {
+// kGlu: x = SiLU(gate) ⊙ up is formed as the activations are read (the MLP's down projection).
+template <int kBits, int kMT, int kFolds, bool kGlu, typename S>
+__global__ void __launch_bounds__(32 * kMaxWarps, 2)
+    gemv_tc_kernel(const float* __restrict__ x, const float* __restrict__ gate, const TcSegments segs, int64_t K,
+                   int group_size) {
   constexpr int kTileK = kTileBytes * 8 / kBits;      // weights per row per tile
   constexpr int kRun = kTileK / 4;                    // codes per lane per row per tile
   constexpr int kWords = kRun * kBits / 32;           // 32-bit words per run (8)
@@ -110,6 +145,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2) gemv_tc_kernel(const float*
   constexpr int kFoldWords = kWords / kFolds;
   constexpr int kFoldLanes = 8 / kFolds;              // converting lanes per fold segment
   constexpr int kRows = 16 * kMT;
+  using Loads = TileLoads<kBits, kMT, kFolds>;
 
   int si = 0;
 #pragma unroll
@@ -134,6 +170,35 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2) gemv_tc_kernel(const float*
 #pragma unroll
     for (int h = 0; h < 2; ++h) rows[mt][h] = min(row0 + mt * 16 + g + 8 * h, N - 1);
 
+  auto load = [&](int64_t t, Loads& l) {
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* p = seg.codes + rows[mt][h] * row_bytes + t * kTileBytes + c * 32;
+        l.code[mt][h][0] = load_stream(p);
+        l.code[mt][h][1] = load_stream(p + 16);
+#pragma unroll
+        for (int f = 0; f < kFolds; ++f) {
+          const int64_t gi = rows[mt][h] * groups + (t * kTileK + c * kRun + f * (kRun / kFolds)) / group_size;
+          l.s[mt][h][f] = load_raw(scales + gi);
+          l.b[mt][h][f] = load_raw(biases + gi);
+        }
+      }
+    const float4* xp = reinterpret_cast<const float4*>(x + t * kTileK + lane * kPerLane);
+#pragma unroll
+    for (int i = 0; i < kPerLane / 4; ++i) l.x[i] = xp[i];
+    if constexpr (kGlu) {
+      const float4* gp = reinterpret_cast<const float4*>(gate + t * kTileK + lane * kPerLane);
+#pragma unroll
+      for (int i = 0; i < kPerLane / 4; ++i) l.gate[i] = gp[i];
+    }
+  };
+
+  // (Prefetching this warp's first tiles into L2 before the wait, or later tiles a few ahead inside
+  // the loop, measured no faster on an H100.)
+  wait_for_inputs();
+
   // B operand: lane (n = g, k-slots of c) is nonzero only where column pair n/2 is c's own run;
   // column n even carries hi, odd lo.
   const bool b_active = (g / 2) == c;
@@ -143,31 +208,22 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2) gemv_tc_kernel(const float*
   float acc[kMT][2] = {};
 
   for (int64_t t = warp; t < tiles; t += warps) {
-    // Codes and the scale/bias of each fold, issued first so their latency overlaps the rest.
-    uint4 code[kMT][2][2];
-    float s[kMT][2][kFolds], b[kMT][2][kFolds];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t* p = seg.codes + rows[mt][h] * row_bytes + t * kTileBytes + c * 32;
-        code[mt][h][0] = load_stream(p);
-        code[mt][h][1] = load_stream(p + 16);
-#pragma unroll
-        for (int f = 0; f < kFolds; ++f) {
-          const int64_t gi = rows[mt][h] * groups + (t * kTileK + c * kRun + f * (kRun / kFolds)) / group_size;
-          s[mt][h][f] = scale_to_float(scales[gi]);
-          b[mt][h][f] = scale_to_float(biases[gi]);
-        }
-      }
+    // Issued first so their latency overlaps the conversion below. (Loading the next tile here
+    // instead, a tile ahead, measured slower on an H100: the registers it holds cost occupancy.)
+    Loads cur;
+    load(t, cur);
 
     // Convert this tile's activations: lane u takes kPerLane consecutive ones (run u/8, word u%8).
     float v[kPerLane];
-    const float4* xp = reinterpret_cast<const float4*>(x + t * kTileK + lane * kPerLane);
 #pragma unroll
     for (int i = 0; i < kPerLane / 4; ++i) {
-      const float4 q = xp[i];
-      v[4 * i] = q.x, v[4 * i + 1] = q.y, v[4 * i + 2] = q.z, v[4 * i + 3] = q.w;
+      v[4 * i] = cur.x[i].x, v[4 * i + 1] = cur.x[i].y, v[4 * i + 2] = cur.x[i].z, v[4 * i + 3] = cur.x[i].w;
+      if constexpr (kGlu) {
+        // SiLU(gate) · up, as the silu_mul op computes it.
+        const float gv[4] = {cur.gate[i].x, cur.gate[i].y, cur.gate[i].z, cur.gate[i].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[4 * i + j] = gv[j] / (1.0f + expf(-gv[j])) * v[4 * i + j];
+      }
     }
     float amax = 0.0f, sum = 0.0f;
 #pragma unroll
@@ -207,7 +263,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2) gemv_tc_kernel(const float*
         const uint4 bv = b_active ? b_shared[warp][b_part][8 * c + m] : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          const uint32_t wa = (&code[mt][0][m / 4].x)[m % 4], wb = (&code[mt][1][m / 4].x)[m % 4];
+          const uint32_t wa = (&cur.code[mt][0][m / 4].x)[m % 4], wb = (&cur.code[mt][1][m / 4].x)[m % 4];
           if constexpr (kBits == 4) {
             uint32_t pa[4], pb[4];
             unpack4(wa, pa);
@@ -223,10 +279,11 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2) gemv_tc_kernel(const float*
         }
       }
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        acc[mt][0] += (d[mt][0] + d[mt][1]) * (s[mt][0][f] * run_down) + b[mt][0][f] * run_sum[f];
-        acc[mt][1] += (d[mt][2] + d[mt][3]) * (s[mt][1][f] * run_down) + b[mt][1][f] * run_sum[f];
-      }
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          acc[mt][h] += (d[mt][2 * h] + d[mt][2 * h + 1]) * (raw_to_float<S>(cur.s[mt][h][f]) * run_down) +
+                        raw_to_float<S>(cur.b[mt][h][f]) * run_sum[f];
     }
     __syncwarp();  // b_shared is rewritten by the next tile
   }
@@ -251,8 +308,9 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2) gemv_tc_kernel(const float*
   }
 }
 
-template <int kBits, int kMT, int kFolds, typename S>
-void launch(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, int64_t K) {
+template <int kBits, int kMT, int kFolds, bool kGlu, typename S>
+void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, const float* gate,
+            int64_t K) {
   constexpr int kRows = 16 * kMT;
   TcSegments segs{};
   segs.count = static_cast<int>(ws.size());
@@ -267,7 +325,7 @@ void launch(std::span<const Weight* const> ws, std::span<float* const> outs, con
   static const int64_t resident_warps = [] {
     int per_sm = 0;
     STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, gemv_tc_kernel<kBits, kMT, kFolds, S>, 32 * kMaxWarps, 0));
+        &per_sm, gemv_tc_kernel<kBits, kMT, kFolds, kGlu, S>, 32 * kMaxWarps, 0));
     int device = 0, sms = 0;
     STRATA_CUDA_CHECK(cudaGetDevice(&device));
     STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -276,20 +334,22 @@ void launch(std::span<const Weight* const> ws, std::span<float* const> outs, con
   const int64_t tiles = K * kBits / 8 / kTileBytes;
   int warps = kMaxWarps;
   while (warps > 1 && (static_cast<int64_t>(blocks) * warps > resident_warps || tiles < 2 * warps)) warps /= 2;
-  gemv_tc_kernel<kBits, kMT, kFolds, S><<<blocks, 32 * warps, 0, stream()>>>(x, segs, K, ws[0]->group_size);
-  STRATA_CUDA_CHECK(cudaGetLastError());
+  launch(gemv_tc_kernel<kBits, kMT, kFolds, kGlu, S>, blocks, 32 * warps, 0, x, gate, segs, K, ws[0]->group_size);
 }
 
 template <int kBits, int kFolds, typename S>
-void launch_tiles(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, int64_t K) {
+void launch_tiles(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, const float* gate,
+                  int64_t K) {
   int64_t rows = 0;
   for (const Weight* w : ws) rows += w->rows();
   // Two m-tiles per warp halve the activation work per weight byte; short matrices keep one so
   // that enough blocks exist to fill the GPU.
-  if (rows >= 8192) {
-    launch<kBits, 2, kFolds, S>(ws, outs, x, K);
+  if (gate != nullptr) {
+    launch_gemv<kBits, 1, kFolds, true, S>(ws, outs, x, gate, K);  // the down projection: short and wide
+  } else if (rows >= 8192) {
+    launch_gemv<kBits, 2, kFolds, false, S>(ws, outs, x, nullptr, K);
   } else {
-    launch<kBits, 1, kFolds, S>(ws, outs, x, K);
+    launch_gemv<kBits, 1, kFolds, false, S>(ws, outs, x, nullptr, K);
   }
 }
 
@@ -304,7 +364,7 @@ bool gemv_tc_supported(const Weight& w) {
   return st == DType::kF32 || st == DType::kBF16 || st == DType::kF16;
 }
 
-void gemv_tc(const float* x, std::span<const Weight* const> ws, std::span<float* const> outs) {
+void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> ws, std::span<float* const> outs) {
   if (ws.empty() || ws.size() > static_cast<size_t>(kMaxSegments)) throw_internal_error("gemv_tc: 1 to 4 weights");
   const Weight& w0 = *ws[0];
   const int64_t K = w0.cols();
@@ -312,12 +372,12 @@ void gemv_tc(const float* x, std::span<const Weight* const> ws, std::span<float*
     using S = decltype(s);
     if (w0.bits == 4) {
       if (w0.group_size == 32) {
-        launch_tiles<4, 2, S>(ws, outs, x, K);
+        launch_tiles<4, 2, S>(ws, outs, x, gate, K);
       } else {
-        launch_tiles<4, 1, S>(ws, outs, x, K);
+        launch_tiles<4, 1, S>(ws, outs, x, gate, K);
       }
     } else {
-      launch_tiles<8, 1, S>(ws, outs, x, K);
+      launch_tiles<8, 1, S>(ws, outs, x, gate, K);
     }
   });
 }

@@ -13,7 +13,8 @@ namespace strata::backend::cuda {
 bool gemv_tc_supported(const Weight& w);
 
 // outs[i][n] = Σ_k x[k] · ws[i][n, k] for up to 4 weights of equal K, bits, group size and scale
-// dtype, in one launch (x: K floats on the device).
-void gemv_tc(const float* x, std::span<const Weight* const> ws, std::span<float* const> outs);
+// dtype, in one launch (x: K floats on the device). With a gate (K floats), the activations are
+// SiLU(gate[k]) · x[k] instead, as silu_mul computes them.
+void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> ws, std::span<float* const> outs);
 
 }  // namespace strata::backend::cuda

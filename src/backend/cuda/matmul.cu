@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemv_tc.h"
+#include "backend/cuda/launch.h"
 #include "backend/cuda/scale_type.h"
 
 namespace strata::backend::cuda {
@@ -87,6 +88,7 @@ struct Segments {
 template <int kBits, int kT, int kRowsPerWarp, typename S>
 __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Segments segments, int64_t K,
                                    int group_size) {
+  wait_for_inputs();
   int si = 0;
 #pragma unroll
   for (int i = 1; i < kMaxSegments; ++i)
@@ -161,6 +163,7 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Seg
 
 __global__ void gemv_float_kernel(const float* __restrict__ x, int T, const float* __restrict__ w, int64_t N,
                                   int64_t K, float* __restrict__ out) {
+  wait_for_inputs();
   const int lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (n >= N) return;
@@ -201,8 +204,7 @@ void launch_affine_rows(std::span<const Weight* const> ws, std::span<float* cons
     segs.s[i] = {static_cast<const uint4*>(w.w.data), w.scales.data, w.biases.data, outs[i], w.rows(), blocks};
     blocks += static_cast<unsigned>((w.rows() + rows_per_block - 1) / rows_per_block);
   }
-  gemv_affine_kernel<kBits, kT, kRowsPerWarp, S>
-      <<<blocks, 32 * warps, 0, stream()>>>(x, T, segs, K, ws[0]->group_size);
+  launch(gemv_affine_kernel<kBits, kT, kRowsPerWarp, S>, blocks, 32 * warps, 0, x, T, segs, K, ws[0]->group_size);
 }
 
 template <int kBits, typename S>
@@ -236,9 +238,8 @@ void launch_affine(std::span<const Weight* const> ws, std::span<float* const> ou
 void matmul_float(const Tensor& x, const Weight& w, const Tensor& out) {
   const int64_t N = w.rows(), K = w.cols(), rows = x.numel() / K;
   const unsigned blocks = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  gemv_float_kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream()>>>(x.as<const float>(), static_cast<int>(rows),
-                                                                   w.w.as<const float>(), N, K, out.as<float>());
-  STRATA_CUDA_CHECK(cudaGetLastError());
+  launch(gemv_float_kernel, blocks, 32 * kWarpsPerBlock, 0, x.as<const float>(), static_cast<int>(rows),
+         w.w.as<const float>(), N, K, out.as<float>());
 }
 
 // STRATA_CUDA_GEMV=cores picks the CUDA-core decode kernel over the tensor-core one (to compare).
@@ -287,11 +288,22 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
   float* out_ptr[kMaxSegments];
   for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
   if (tensor_cores) {
-    gemv_tc(xs, ws, std::span<float* const>(out_ptr, ws.size()));
+    gemv_tc(xs, nullptr, ws, std::span<float* const>(out_ptr, ws.size()));
     return;
   }
   launch_affine(ws, std::span<float* const>(out_ptr, ws.size()), xs, static_cast<int>(rows), K);
   STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act, const Tensor& out) {
+  if (up.numel() == w.cols() && gemv_tc_supported(w) && tensor_cores_enabled()) {
+    const Weight* ws[1] = {&w};
+    float* outs[1] = {out.as<float>()};
+    gemv_tc(up.as<const float>(), gate.as<const float>(), ws, outs);
+    return;
+  }
+  silu_mul(gate, up, act);
+  cuda::matmul(act, w, out);
 }
 
 }  // namespace strata::backend::cuda

@@ -185,5 +185,36 @@ TEST_F(GemvTc, FusedSegmentsMatchSeparateLaunchesBitForBit) {
   }
 }
 
+// The MLP's down projection with SiLU(gate) ⊙ up formed as the activations are read (one row, the
+// tensor-core kernel), and with the product formed separately (two rows): both against fp64.
+TEST_F(GemvTc, SiluMulMatmulMatchesTheProductThenTheMatmul) {
+  const int64_t N = 1040, K = 12288;
+  for (int bits : {4, 8}) {
+    TestWeight tw;
+    make_weight(tw, N, K, bits, 64, DType::kBF16, 40u + static_cast<uint32_t>(bits));
+    for (int64_t T : {1, 2}) {
+      const HostTensor gate = random_tensor({T, K}, 41), up = random_tensor({T, K}, 42);
+      HostTensor act(DType::kF32, {T, K});
+      for (int64_t i = 0; i < T * K; ++i) {
+        const float g = gate.as<float>()[i];
+        act.as<float>()[i] = g / (1.0f + std::exp(-g)) * up.as<float>()[i];
+      }
+      auto dg = backend::cuda::upload(gate), du = backend::cuda::upload(up), da = backend::cuda::upload(act),
+           dout = backend::cuda::upload(test::nan_tensor({T, N}));
+      backend::silu_mul_matmul(dg.view, du.view, tw.dev, da.view, dout.view);
+      HostTensor got(DType::kF32, {T, N});
+      backend::cuda::download(dout.view, got);
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> dot, mag;
+        reference(tw, bits, 64, act.as<float>() + t * K, N, K, dot, mag);
+        // expf on the GPU and std::exp differ in the last bit: 1e-5 of the magnitude covers both.
+        for (int64_t n = 0; n < N; ++n)
+          ASSERT_NEAR(got.as<float>()[t * N + n], dot[static_cast<size_t>(n)], 2e-5 * mag[static_cast<size_t>(n)])
+              << "bits " << bits << " T " << T << " row " << n;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata
