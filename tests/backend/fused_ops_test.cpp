@@ -5,36 +5,20 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "backend/gdn.h"
 #include "backend/ops.h"
+#include "backend/tensor_test_util.h"
 #include "core/error.h"
 
 namespace strata {
 namespace {
 
-HostTensor random_tensor(Shape shape, uint32_t seed, float stddev = 1.0f) {
-  HostTensor t(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, stddev);
-  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = d(rng);
-  return t;
-}
-
-HostTensor clone(const HostTensor& t) {
-  HostTensor c(t.dtype(), t.shape());
-  std::memcpy(c.as<void>(), t.as<void>(), t.view().nbytes());
-  return c;
-}
-
-HostTensor int_tensor(const std::vector<int32_t>& values) {
-  HostTensor t(DType::kI32, {static_cast<int64_t>(values.size())});
-  std::memcpy(t.as<int32_t>(), values.data(), values.size() * sizeof(int32_t));
-  return t;
-}
+using test::clone;
+using test::int_tensor;
+using test::random_tensor;
 
 ::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
   if (!(got.shape == want.shape))

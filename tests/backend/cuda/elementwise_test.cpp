@@ -19,7 +19,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/cuda_test_util.h"
+#include "backend/tensor_test_util.h"
 #include "backend/memory.h"
 #include "backend/moe.h"
 #include "backend/ops.h"

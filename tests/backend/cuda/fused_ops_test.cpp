@@ -17,7 +17,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/cuda_test_util.h"
+#include "backend/tensor_test_util.h"
 #include "backend/gdn.h"
 #include "backend/ops.h"
 
@@ -25,6 +25,8 @@ namespace strata {
 namespace {
 
 namespace cuda = backend::cuda;
+using test::clone;
+using test::int_tensor;
 using test::nan_tensor;
 using test::random_tensor;
 
@@ -49,18 +51,6 @@ HostTensor fetch(const Tensor& device) {
   HostTensor h(device.dtype, device.shape);
   cuda::download(device, h);
   return h;
-}
-
-HostTensor clone(const HostTensor& t) {
-  HostTensor c(t.dtype(), t.shape());
-  std::memcpy(c.as<void>(), t.as<void>(), t.view().nbytes());
-  return c;
-}
-
-HostTensor int_tensor(const std::vector<int32_t>& values) {
-  HostTensor t(DType::kI32, {static_cast<int64_t>(values.size())});
-  std::memcpy(t.as<int32_t>(), values.data(), values.size() * sizeof(int32_t));
-  return t;
 }
 
 ::testing::AssertionResult all_close(const HostTensor& got, const HostTensor& ref, float tol) {

@@ -15,7 +15,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/cuda_test_util.h"
+#include "backend/tensor_test_util.h"
 #include "backend/gdn.h"
 
 namespace strata {

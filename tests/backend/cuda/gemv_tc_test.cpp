@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/cuda_test_util.h"
+#include "backend/tensor_test_util.h"
 #include "backend/ops.h"
 #include "core/dtype.h"
 #include "formats/mlx_quant.h"

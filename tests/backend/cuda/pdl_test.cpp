@@ -17,7 +17,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/cuda_test_util.h"
+#include "backend/tensor_test_util.h"
 #include "backend/cuda/launch.h"
 #include "backend/gdn.h"
 #include "backend/memory.h"
