@@ -49,16 +49,25 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   for (size_t i = 0; i < logits.size(); ++i)
     if (std::isfinite(logits[i]) || logits[i] > 0) candidates_.emplace_back(logits[i] / params_.temperature, static_cast<int32_t>(i));
   check(!candidates_.empty(), ErrorKind::kInvalidInput, "every token was masked out");
+  // Candidates are visited from the most likely down (ties: the lower id first). A full sort of a
+  // 250K vocabulary costs ~15 ms a token, so only the prefix the walk reaches gets sorted, in growing
+  // steps; candidates_[0, sorted) is always that prefix, in order.
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  size_t keep = candidates_.size();
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
-    keep = params_.top_k;
-    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
-  } else {
-    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  size_t sorted = 0;
+  auto sort_through = [&](size_t n) {  // makes candidates_[0, n] sorted (n < size)
+    if (n < sorted) return;
+    const size_t to = std::min(candidates_.size(), std::max({n + 1, 2 * sorted, size_t{256}}));
+    std::partial_sort(candidates_.begin() + static_cast<std::ptrdiff_t>(sorted),
+                      candidates_.begin() + static_cast<std::ptrdiff_t>(to), candidates_.end(), by_logit);
+    sorted = to;
+  };
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < candidates_.size()) {
+    sort_through(static_cast<size_t>(params_.top_k) - 1);
+    candidates_.resize(static_cast<size_t>(params_.top_k));
+    sorted = std::min(sorted, candidates_.size());
   }
-  candidates_.resize(keep);
-  // softmax over the kept candidates (sorted, so the first is the max)
+  // Softmax over the kept candidates.
+  sort_through(0);
   const float max_logit = candidates_[0].first;
   double total = 0.0;
   for (auto& c : candidates_) {
@@ -66,29 +75,38 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
     total += c.first;
   }
   for (auto& c : candidates_) c.first = static_cast<float>(c.first / total);
+  // Probabilities keep the logits' order, so the sorted prefix stays sorted.
   if (params_.top_p < 1.0f) {
     double cum = 0.0;
     size_t n = 0;
     while (n < candidates_.size()) {
+      sort_through(n);
       cum += candidates_[n].first;
       ++n;
       if (cum >= params_.top_p) break;
     }
     candidates_.resize(std::max<size_t>(n, 1));
+    sorted = std::min(sorted, candidates_.size());
   }
   if (params_.min_p > 0.0f) {
     const float threshold = params_.min_p * candidates_[0].first;
     size_t n = 1;
-    while (n < candidates_.size() && candidates_[n].first >= threshold) ++n;
+    while (n < candidates_.size()) {
+      sort_through(n);
+      if (candidates_[n].first < threshold) break;
+      ++n;
+    }
     candidates_.resize(n);
+    sorted = std::min(sorted, candidates_.size());
   }
   double mass = 0.0;
   for (const auto& c : candidates_) mass += c.first;
   std::uniform_real_distribution<double> uniform(0.0, mass);
   double r = uniform(rng_);
-  for (const auto& c : candidates_) {
-    r -= c.first;
-    if (r <= 0.0) return c.second;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    sort_through(i);
+    r -= candidates_[i].first;
+    if (r <= 0.0) return candidates_[i].second;
   }
   return candidates_.back().second;
 }
