@@ -198,13 +198,20 @@ __global__ void gdn_prepare_kernel(const float* __restrict__ qkv, const float* _
     }
   }
   // Advance the window (blockIdx.y 0 handled tile 0, the only reader): row r becomes virtual row
-  // T + r. Ascending r only reads rows above r, which are not yet overwritten.
+  // T + r. All of a column's new rows are read before any is written, so the loads go out together
+  // (one round trip, not one per row).
   if (blockIdx.y != 0) return;
 #pragma unroll
   for (int e = 0; e < kPer; ++e) {
     if (lane + 32 * e >= width) continue;
     const int c = col0 + lane + 32 * e;
-    for (int r = 0; r < K - 1; ++r) window[static_cast<int64_t>(r) * C + c] = at(T + r, c);
+    float rows[kMaxConvK - 1];
+#pragma unroll
+    for (int r = 0; r < kMaxConvK - 1; ++r)
+      if (r < K - 1) rows[r] = at(T + r, c);
+#pragma unroll
+    for (int r = 0; r < kMaxConvK - 1; ++r)
+      if (r < K - 1) window[static_cast<int64_t>(r) * C + c] = rows[r];
   }
 }
 
