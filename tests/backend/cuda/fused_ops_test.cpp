@@ -82,8 +82,10 @@ class CudaFused : public ::testing::Test {
 
 // ---- add_rms_norm ----
 
+// Widths for each path: a row in registers at 1, 2 and 4 float4s a thread (64 … 12288), too wide for
+// that (20000), and not 16-byte aligned (offset 4).
 TEST_F(CudaFused, AddRmsNormMatchesCpuOnEveryRowOrTheLast) {
-  for (int64_t D : {64, 1000, 4096, 5120}) {
+  for (int64_t D : {64, 1000, 4096, 5120, 12288, 20000}) {
     for (int64_t rows : {1, 7}) {
       for (int64_t normed : {rows, int64_t{1}}) {
         for (bool one_plus_w : {false, true}) {
