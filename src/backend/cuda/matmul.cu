@@ -14,6 +14,7 @@
 #include "backend/cuda/gemv_tc.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/scale_type.h"
+#include "backend/cuda/segments.h"
 
 namespace strata::backend::cuda {
 
@@ -67,34 +68,15 @@ __device__ inline float chunk_dot(const uint4 c, const float* x) {
 // Each warp owns kRowsPerWarp weight rows, so every activation chunk it loads serves that many rows
 // (activations would otherwise outweigh 4-bit weights 8 to 1 in load traffic).
 
-// Up to kMaxSegments weights that share the activations (q/k/v, gate/up, the GDN input
-// projections) run in one launch: block b serves the segment whose block range holds it.
-constexpr int kMaxSegments = 4;
-struct Segment {
-  const uint4* codes;
-  const void* scales;  // S
-  const void* biases;
-  float* out;
-  int64_t n;           // rows
-  unsigned first_block;
-};
-struct Segments {
-  Segment s[kMaxSegments];
-  int count;
-};
 
 // kT: the activation rows this instance is compiled for (1: decode, without the row loop's checks;
 // kMaxRows: 2 to 8 rows, checked against T at run time).
 template <int kBits, int kT, int kRowsPerWarp, typename S>
-__global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Segments segments, int64_t K,
+__global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const WeightSegments segments, int64_t K,
                                    int group_size) {
   wait_for_inputs();
-  int si = 0;
-#pragma unroll
-  for (int i = 1; i < kMaxSegments; ++i)
-    if (i < segments.count && blockIdx.x >= segments.s[i].first_block) si = i;
-  const Segment& seg = segments.s[si];
-  const uint4* __restrict__ codes = seg.codes;
+  const WeightSegment& seg = block_segment(segments);
+  const uint4* __restrict__ codes = static_cast<const uint4*>(seg.codes);
   const S* __restrict__ scales = static_cast<const S*>(seg.scales);
   const S* __restrict__ biases = static_cast<const S*>(seg.biases);
   float* __restrict__ out = seg.out;
@@ -196,14 +178,8 @@ void launch_affine_rows(std::span<const Weight* const> ws, std::span<float* cons
   const int64_t chunks = K * kBits / 128;
   int warps = 1;
   while (warps < kWarpsPerBlock && chunks >= int64_t{128} * warps) warps *= 2;
-  Segments segs{};
-  segs.count = static_cast<int>(ws.size());
-  unsigned blocks = 0;
-  for (size_t i = 0; i < ws.size(); ++i) {
-    const Weight& w = *ws[i];
-    segs.s[i] = {static_cast<const uint4*>(w.w.data), w.scales.data, w.biases.data, outs[i], w.rows(), blocks};
-    blocks += static_cast<unsigned>((w.rows() + rows_per_block - 1) / rows_per_block);
-  }
+  WeightSegments segs;
+  const unsigned blocks = make_segments(ws, outs, rows_per_block, segs);
   launch(gemv_affine_kernel<kBits, kT, kRowsPerWarp, S>, blocks, 32 * warps, 0, x, T, segs, K, ws[0]->group_size);
 }
 
