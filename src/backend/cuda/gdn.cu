@@ -237,6 +237,21 @@ void launch_gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tens
 
 constexpr int kNormWarps = 8;
 
+// Σ x² over a row of D, in 32 lanes (float4 loads when kVec); every lane gets the total.
+template <bool kVec>
+__device__ float warp_row_squares(const float* xr, int D, int lane) {
+  float ss = 0.0f;
+  if constexpr (kVec) {
+    for (int i = lane; i < D / 4; i += 32) {
+      const float4 v = reinterpret_cast<const float4*>(xr)[i];
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  } else {
+    for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
+  }
+  return warp_sum(ss);
+}
+
 // In place is safe: every lane reads all its elements (for the sum) before any lane writes.
 template <bool kVec>
 __global__ void l2_norm_kernel(const float* x, float eps, float scale, int64_t rows, int D,
@@ -247,16 +262,8 @@ __global__ void l2_norm_kernel(const float* x, float eps, float scale, int64_t r
   const int lane = threadIdx.x % 32;
   const float* xr = x + row * D;
   float* o = out + row * D;
-  float ss = 0.0f;
-  if constexpr (kVec) {
-    for (int i = lane; i < D / 4; i += 32) {
-      const float4 v = reinterpret_cast<const float4*>(xr)[i];
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-  } else {
-    for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
-  }
-  const float f = scale / sqrtf(warp_sum(ss) + eps);
+  const float ss = warp_row_squares<kVec>(xr, D, lane);
+  const float f = scale / sqrtf(ss + eps);
   if constexpr (kVec) {
     for (int i = lane; i < D / 4; i += 32) {
       float4 v = reinterpret_cast<const float4*>(xr)[i];
@@ -278,16 +285,8 @@ __global__ void rms_norm_gated_kernel(const float* x, const float* __restrict__ 
   const float* xr = x + row * D;
   const float* zr = z + row * D;
   float* o = out + row * D;
-  float ss = 0.0f;
-  if constexpr (kVec) {
-    for (int i = lane; i < D / 4; i += 32) {
-      const float4 v = reinterpret_cast<const float4*>(xr)[i];
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-  } else {
-    for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
-  }
-  const float inv = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(D) + eps);
+  const float ss = warp_row_squares<kVec>(xr, D, lane);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
   if constexpr (kVec) {
     for (int i = lane; i < D / 4; i += 32) {
       const float4 xv = reinterpret_cast<const float4*>(xr)[i];
