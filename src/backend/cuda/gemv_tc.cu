@@ -1,30 +1,36 @@
-// Decode matmul (one activation row) of MLX affine 4/8-bit weights on tensor cores.
+// Decode matmul (one activation row) of MLX affine 4/8-bit weights on integer tensor cores.
 //
-// A CUDA-core GEMV spends three instructions per 4-bit weight (unpack, convert, FMA) and ran at
-// 40-45% of an H100's memory bandwidth. Here the codes become fp16 integers with one LOP3 per two
-// codes plus one HSUB2/HFMA2 (exact: 0..255 are fp16 integers), and an mma.sync m16n8k16 does the
-// multiply-adds with fp32 accumulation. The activations enter as two fp16 columns, hi and lo
-// (x·2^e = hi + lo, with a power-of-two e per 64 or 32 activations that puts their largest
-// magnitude near 2^14): 22 significant bits, so the result matches the fp32 CPU matmul to
-// about 1e-6 relative, as the CUDA-core kernel did.
+// Math. Row n of W·x is Σ_groups (s·Σ q·x + b·Σ x) over the group's codes q. Each run of 64 (4-bit)
+// or 32 (8-bit) activations gets a power-of-two scale 2^e that puts its largest magnitude in
+// [2^21, 2^22), and x·2^e is rounded to an integer and split into three signed 8-bit limbs
+// (x·2^e ≈ 65536·top + 256·mid + low; 22 significant bits, as the fp32 CPU matmul to about 1e-6
+// relative). An mma.sync m16n8k32 u8×s8 multiplies the codes (unsigned bytes) by the limbs with
+// exact 32-bit integer sums, so the only roundings are the limbs' and the fp32 folds'.
+// Unpacking costs one LOP3 (low nibbles) or SHF+LOP3 (high nibbles) per four 4-bit codes, and
+// nothing at 8 bits: the codes are already bytes.
 //
-// Layout. A warp owns 16 rows (one m-tile, or two: kMT) and walks k in tiles of 128 bytes of codes
-// per row (256 4-bit or 128 8-bit weights); the block's warps take turns along k and sum through
-// shared memory at the end. In a tile, lane (g = lane/4, c = lane%4) loads 32 bytes of rows g and
-// g+8: a "run" of 64 (4-bit) or 32 (8-bit) codes starting at k = c·run. The mma's 16 k-slots of
-// lane c are filled from lane c's run only, so column pair (2c, 2c+1) of B holds the hi/lo
-// activations of run c and is zero elsewhere: C[row][2c] + C[row][2c+1] is row·x over run c alone,
-// and run c lies in one quantization group (or two halves, at 4 bits with groups of 32), so lane c
-// applies its own group's scale and bias when it folds C into its fp32 sum. In the MLX packing,
-// 32-bit word m of a run holds codes 8m..8m+7 (4-bit, LSB first); the fp16 pairs come out as codes
-// (0,4), (1,5), (2,6), (3,7) of the word, and the activations are paired the same way.
+// Layout. A warp owns 16 rows (an m-tile) and walks k in tiles of 128 bytes of codes
+// per row (256 4-bit or 128 8-bit weights). In a tile, lane (g = lane/4, c = lane%4) loads 32 bytes
+// of rows g and g+8: run c, which lies in one quantization group (or two, at 4 bits with groups of
+// 32). The mma's k-slots of lane c come from lane c's run only, so B's column pair (2c, 2c+1) holds
+// run c's limbs and is zero elsewhere: C[row][2c] (top) and C[row][2c+1] (mid) of the first mma and
+// C[row][2c] (low) of the second are row·x over run c alone, and lane c folds them with its own
+// group's scale and bias. A step is 8 codes per row: one 32-bit word at 4 bits (low nibbles = codes
+// 0,2,4,6 in k-slots 4c..4c+3, high nibbles = codes 1,3,5,7 in 4c+16..4c+19), two words at 8 bits.
 //
-// The MLP's down projection reads SiLU(gate) ⊙ up, formed as the activations are converted
-// (silu_mul_matmul), so that product never takes a launch of its own.
+// Activations. Each block converts x once into shared memory, already in B-fragment order (two
+// 16-byte vectors per step and run: {top, top, low, low} and {mid, mid, 0, 0} limb words), with each
+// run's 2^-e and activation sums beside it; the MLP's down projection forms SiLU(gate) ⊙ up as it
+// converts (silu_mul_matmul), so that product never takes a launch of its own. A block's warps
+// split its rows into row groups and k into interleaved slices; each warp loads the next tile's codes
+// while it multiplies the current one, and issues its first tile's loads before waiting on the
+// kernel before it (weights do not depend on it).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
@@ -37,9 +43,39 @@ namespace strata::backend::cuda {
 
 namespace {
 
-constexpr int kTileBytes = 128;    // bytes of codes per row per k-tile
-constexpr int kMaxWarps = 8;       // per block
-constexpr int kTargetExp = 14;     // hi/lo scaling puts max |x| in [2^14, 2^15)
+constexpr int kTileBytes = 128;  // bytes of codes per row per k-tile
+constexpr int kMaxWarps = 8;     // per block
+constexpr int kTargetExp = 21;   // a run's largest |x|·2^e lies in [2^21, 2^22)
+
+template <int kBits>
+struct Geometry {
+  static constexpr int kTileK = kTileBytes * 8 / kBits;  // activations per tile: 256 or 128
+  static constexpr int kRun = kTileK / 4;                // activations per lane's run: 64 or 32
+  static constexpr int kSteps = kRun / 8;                // steps of 8 codes per run: 8 or 4
+  static constexpr int kTileVecs = kSteps * 8;           // uint4 of B per tile: [step][run][part]
+};
+
+// Dynamic shared memory of a block for K activations: one tile of zeros (the B of lanes outside
+// their run's columns), the B vectors of every tile, and per run a float4 {2^-e, Σx of fold 0, Σx of
+// fold 1, unused}.
+template <int kBits>
+size_t shared_bytes(int64_t K) {
+  using G = Geometry<kBits>;
+  const int64_t tiles = K / G::kTileK;
+  return sizeof(uint4) * static_cast<size_t>(G::kTileVecs + tiles * G::kTileVecs + tiles * 4);
+}
+
+// The most dynamic shared memory a block of this kernel may use: the device's opt-in limit less a
+// margin for the static arrays.
+int max_shared_bytes() {
+  static const int limit = [] {
+    int device = 0, optin = 0;
+    STRATA_CUDA_CHECK(cudaGetDevice(&device));
+    STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return optin - 4096;
+  }();
+  return limit;
+}
 
 __device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
   uint4 v;
@@ -50,58 +86,28 @@ __device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
   return v;
 }
 
-__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
-__device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
-
-// Codes (0,4), (1,5), (2,6), (3,7) of a 4-bit word as fp16 pairs. Nibbles 0 and 1 of each half
-// word are masked in place into the mantissa of 1024 (1024 + q, 1024 + 16q: both exact); the word
-// shifted by 8 gives nibbles 2 and 3. Subtracting 1024, or scaling by 1/16 and subtracting 64,
-// leaves q exactly.
-__device__ __forceinline__ void unpack4(uint32_t w, uint32_t (&p)[4]) {
-  const __half2 k1024 = bits_h2(0x64006400u), k1_16 = bits_h2(0x2C002C00u), km64 = bits_h2(0xD400D400u);
-  const uint32_t w8 = w >> 8;
-  p[0] = h2_bits(__hsub2(bits_h2((w & 0x000F000Fu) | 0x64006400u), k1024));
-  p[1] = h2_bits(__hfma2(bits_h2((w & 0x00F000F0u) | 0x64006400u), k1_16, km64));
-  p[2] = h2_bits(__hsub2(bits_h2((w8 & 0x000F000Fu) | 0x64006400u), k1024));
-  p[3] = h2_bits(__hfma2(bits_h2((w8 & 0x00F000F0u) | 0x64006400u), k1_16, km64));
-}
-
-// Codes (0,2), (1,3) of an 8-bit word as fp16 pairs (1024 + q, exact, minus 1024).
-__device__ __forceinline__ void unpack8(uint32_t w, uint32_t (&p)[2]) {
-  const __half2 k1024 = bits_h2(0x64006400u);
-  p[0] = h2_bits(__hsub2(bits_h2((w & 0x00FF00FFu) | 0x64006400u), k1024));
-  p[1] = h2_bits(__hsub2(bits_h2(((w >> 8) & 0x00FF00FFu) | 0x64006400u), k1024));
-}
-
-__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+// d += A·B over 16 rows × 8 columns × 32 k-slots: A unsigned bytes (the codes), B signed bytes (the
+// limbs), exact 32-bit integer sums.
+__device__ __forceinline__ void imma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                     uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// A value and its rounding remainder as fp16: v = hi + lo to 22 bits.
-__device__ __forceinline__ void split_pair(float v0, float v1, uint32_t& hi, uint32_t& lo) {
-  const __half2 h = __floats2half2_rn(v0, v1);
-  const float2 back = __half22float2(h);
-  hi = h2_bits(h);
-  lo = h2_bits(__floats2half2_rn(v0 - back.x, v1 - back.y));
+// The low bytes of a, b, c, d as one word, a in the lowest byte.
+__device__ __forceinline__ uint32_t pack_bytes(int a, int b, int c, int d) {
+  return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
 }
 
-// What a warp loads for one k-tile.
-template <int kBits, int kMT, int kFolds>
-struct TileLoads {
-  static constexpr int kPerLane = kTileBytes * 8 / kBits / 32;  // activations each lane converts
-  uint4 code[kMT][2][2];        // [m-tile][row g, g+8][two 16-byte halves of the run]
-  uint32_t s[kMT][2][kFolds];   // raw scale and bias bits, converted where they are used (converting
-                                // at the load measured 3% slower over a 9B decode step: 344 against
-                                // 355 tok/s on one H100)
-  uint32_t b[kMT][2][kFolds];
-  float4 x[kPerLane / 4];
-  float4 gate[kPerLane / 4];    // SwiGLU: the gate half of x
-};
+// v (|v| ≤ 2^22) as 65536·top + 256·mid + low, each in [-128, 127].
+__device__ __forceinline__ void split_limbs(int v, int& top, int& mid, int& low) {
+  low = ((v + 128) & 255) - 128;
+  const int r = (v - low) >> 8;  // exact: v - low is a multiple of 256
+  mid = ((r + 128) & 255) - 128;
+  top = (r - mid) >> 8;
+}
 
 template <typename S>
 __device__ __forceinline__ uint32_t load_raw(const S* p) {
@@ -111,6 +117,8 @@ __device__ __forceinline__ uint32_t load_raw(const S* p) {
     return *reinterpret_cast<const unsigned short*>(p);
   }
 }
+// Raw scale bits are kept until use: converting at the load measured 3% slower over a 9B decode
+// step on an H100 (the kernel of 2026-11-21).
 template <typename S>
 __device__ __forceinline__ float raw_to_float(uint32_t r) {
   if constexpr (sizeof(S) == 4) {
@@ -121,218 +129,277 @@ __device__ __forceinline__ float raw_to_float(uint32_t r) {
   }
 }
 
-// kMT: m-tiles (16 rows) per warp. kFolds: group folds per run (2 only for 4-bit groups of 32).
-// kGlu: x = SiLU(gate) ⊙ up is formed as the activations are read (the MLP's down projection).
-template <int kBits, int kMT, int kFolds, bool kGlu, typename S>
-__global__ void __launch_bounds__(32 * kMaxWarps, 2)
-    gemv_tc_kernel(const float* __restrict__ x, const float* __restrict__ gate, const WeightSegments segs, int64_t K,
-                   int group_size) {
-  constexpr int kTileK = kTileBytes * 8 / kBits;      // weights per row per tile
-  constexpr int kRun = kTileK / 4;                    // codes per lane per row per tile
-  constexpr int kWords = kRun * kBits / 32;           // 32-bit words per run (8)
-  constexpr int kPerLane = kTileK / 32;               // activations each lane converts (8 or 4)
-  constexpr int kFoldWords = kWords / kFolds;
-  constexpr int kFoldLanes = 8 / kFolds;              // converting lanes per fold segment
-  constexpr int kRows = 16 * kMT;
-  using Loads = TileLoads<kBits, kMT, kFolds>;
-
-  const WeightSegment& seg = block_segment(segs);
-  const uint8_t* codes = static_cast<const uint8_t*>(seg.codes);
-  const int64_t N = seg.n;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x - seg.first_block) * kRows;
-  if (row0 >= N) return;  // uniform across the block
-
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const int g = lane / 4, c = lane % 4;
-  const int64_t row_bytes = K * kBits / 8, groups = K / group_size;
-  const int64_t tiles = row_bytes / kTileBytes;
-  const S* __restrict__ scales = static_cast<const S*>(seg.scales);
-  const S* __restrict__ biases = static_cast<const S*>(seg.biases);
-
-  // Rows this lane loads: (m-tile, g or g+8); rows past N re-read the last row and are never stored.
-  int64_t rows[kMT][2];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) rows[mt][h] = min(row0 + mt * 16 + g + 8 * h, N - 1);
-
-  auto load = [&](int64_t t, Loads& l) {
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t* p = codes + rows[mt][h] * row_bytes + t * kTileBytes + c * 32;
-        l.code[mt][h][0] = load_stream(p);
-        l.code[mt][h][1] = load_stream(p + 16);
-#pragma unroll
-        for (int f = 0; f < kFolds; ++f) {
-          const int64_t gi = rows[mt][h] * groups + (t * kTileK + c * kRun + f * (kRun / kFolds)) / group_size;
-          l.s[mt][h][f] = load_raw(scales + gi);
-          l.b[mt][h][f] = load_raw(biases + gi);
-        }
-      }
-    const float4* xp = reinterpret_cast<const float4*>(x + t * kTileK + lane * kPerLane);
-#pragma unroll
-    for (int i = 0; i < kPerLane / 4; ++i) l.x[i] = xp[i];
-    if constexpr (kGlu) {
-      const float4* gp = reinterpret_cast<const float4*>(gate + t * kTileK + lane * kPerLane);
-#pragma unroll
-      for (int i = 0; i < kPerLane / 4; ++i) l.gate[i] = gp[i];
-    }
-  };
-
-  // (Prefetching this warp's first tiles into L2 before the wait, or later tiles a few ahead inside
-  // the loop, measured no faster on an H100.)
-  wait_for_inputs();
-
-  // B operand: lane (n = g, k-slots of c) is nonzero only where column pair n/2 is c's own run;
-  // column n even carries hi, odd lo.
-  const bool b_active = (g / 2) == c;
-  const int b_part = g % 2;
-
-  __shared__ uint4 b_shared[kMaxWarps][2][32];  // [warp][hi/lo][converting lane]
-  float acc[kMT][2] = {};
-
-  for (int64_t t = warp; t < tiles; t += warps) {
-    // Issued first so their latency overlaps the conversion below. (Loading the next tile here
-    // instead, a tile ahead, measured slower on an H100: the registers it holds cost occupancy.)
-    Loads cur;
-    load(t, cur);
-
-    // Convert this tile's activations: lane u takes kPerLane consecutive ones (run u/8, word u%8).
-    float v[kPerLane];
-#pragma unroll
-    for (int i = 0; i < kPerLane / 4; ++i) {
-      v[4 * i] = cur.x[i].x, v[4 * i + 1] = cur.x[i].y, v[4 * i + 2] = cur.x[i].z, v[4 * i + 3] = cur.x[i].w;
+// Converts the block's activations (K of them; with kGlu, SiLU(gate) ⊙ x) into shared memory: task u
+// takes activations 8u..8u+7, step j of run c of tile t, and the kSteps lanes of a run agree on its
+// scale through shuffles.
+template <int kBits, int kFolds, bool kGlu>
+__device__ void convert_activations(const float* __restrict__ x, const float* __restrict__ gate, int64_t K,
+                                    uint4* zeros, uint4* bvec, float4* info) {
+  using G = Geometry<kBits>;
+  constexpr int kFoldLanes = G::kSteps / kFolds;
+  for (int i = threadIdx.x; i < G::kTileVecs; i += blockDim.x) zeros[i] = make_uint4(0u, 0u, 0u, 0u);
+  const int lane = threadIdx.x % 32;
+  const int64_t tasks = K / 8;
+  for (int64_t base = threadIdx.x - lane; base < tasks; base += blockDim.x) {
+    const int64_t u = base + lane;
+    const bool active = u < tasks;  // whole runs are active or not: tasks is a multiple of kSteps
+    float v[8] = {};
+    if (active) {
+      const float4* xp = reinterpret_cast<const float4*>(x + 8 * u);
+      const float4 x0 = xp[0], x1 = xp[1];
+      v[0] = x0.x, v[1] = x0.y, v[2] = x0.z, v[3] = x0.w, v[4] = x1.x, v[5] = x1.y, v[6] = x1.z, v[7] = x1.w;
       if constexpr (kGlu) {
         // SiLU(gate) · up, as the silu_mul op computes it.
-        const float gv[4] = {cur.gate[i].x, cur.gate[i].y, cur.gate[i].z, cur.gate[i].w};
+        const float4* gp = reinterpret_cast<const float4*>(gate + 8 * u);
+        const float4 g0 = gp[0], g1 = gp[1];
+        const float gv[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
 #pragma unroll
-        for (int j = 0; j < 4; ++j) v[4 * i + j] = gv[j] / (1.0f + expf(-gv[j])) * v[4 * i + j];
+        for (int i = 0; i < 8; ++i) v[i] = gv[i] / (1.0f + expf(-gv[i])) * v[i];
       }
     }
     float amax = 0.0f, sum = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) amax = fmaxf(amax, fabsf(v[i])), sum += v[i];
+    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i])), sum += v[i];
 #pragma unroll
-    for (int o = 1; o < 8; o *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    for (int o = 1; o < G::kSteps; o *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
 #pragma unroll
     for (int o = 1; o < kFoldLanes; o *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    // Power-of-two scale from amax's exponent (0 for inf/NaN, which then propagate).
+    const float fold1_sum = __shfl_down_sync(0xffffffffu, sum, kFoldLanes % 32);
+    // 2^e from amax's exponent. An infinite run makes 2^-e NaN; a NaN reaches the outputs through
+    // the sums (fmaxf drops it from amax).
     const int e_bits = (__float_as_int(amax) >> 23) & 0xFF;
-    const int e = e_bits == 0xFF ? 0 : max(-100, min(100, kTargetExp + 127 - e_bits));
-    const float up = __int_as_float((127 + e) << 23), down = __int_as_float((127 - e) << 23);
-    uint32_t hi[kPerLane / 2], lo[kPerLane / 2];
-    if constexpr (kBits == 4) {
+    const int e = max(-126, min(126, kTargetExp + 127 - e_bits));
+    const float up = __int_as_float((127 + e) << 23);
+    const float down = e_bits == 0xFF ? __int_as_float(0x7FC00000) : __int_as_float((127 - e) << 23);
+    int top[8], mid[8], low[8];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) split_pair(v[j] * up, v[j + 4] * up, hi[j], lo[j]);
-      b_shared[warp][0][lane] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-      b_shared[warp][1][lane] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) split_pair(v[j] * up, v[j + 2] * up, hi[j], lo[j]);
-      b_shared[warp][0][lane] = make_uint4(hi[0], hi[1], 0u, 0u);
-      b_shared[warp][1][lane] = make_uint4(lo[0], lo[1], 0u, 0u);
+    for (int i = 0; i < 8; ++i) split_limbs(__float2int_rn(v[i] * up), top[i], mid[i], low[i]);
+    // k-slots 4c..4c+3 (b0) and 4c+16..4c+19 (b1): codes 0,2,4,6 and 1,3,5,7 of a 4-bit word; the
+    // first and second word at 8 bits.
+    constexpr int e0 = 0, e1 = kBits == 4 ? 2 : 1, e2 = kBits == 4 ? 4 : 2, e3 = kBits == 4 ? 6 : 3;
+    constexpr int o0 = kBits == 4 ? 1 : 4, o1 = kBits == 4 ? 3 : 5, o2 = kBits == 4 ? 5 : 6, o3 = 7;
+    if (active) {
+      const int64_t tile = u / (4 * G::kSteps);
+      const int c = static_cast<int>(u / G::kSteps) % 4, j = static_cast<int>(u % G::kSteps);
+      uint4* dst = bvec + tile * G::kTileVecs + (j * 4 + c) * 2;
+      dst[0] = make_uint4(pack_bytes(top[e0], top[e1], top[e2], top[e3]), pack_bytes(top[o0], top[o1], top[o2], top[o3]),
+                          pack_bytes(low[e0], low[e1], low[e2], low[e3]), pack_bytes(low[o0], low[o1], low[o2], low[o3]));
+      dst[1] = make_uint4(pack_bytes(mid[e0], mid[e1], mid[e2], mid[e3]), pack_bytes(mid[o0], mid[o1], mid[o2], mid[o3]),
+                          0u, 0u);
+      if (j == 0) info[tile * 4 + c] = make_float4(down, sum, kFolds == 2 ? fold1_sum : 0.0f, 0.0f);
     }
-    __syncwarp();
-    // What lane c's folds need from the lanes that converted run c.
-    const float run_down = __shfl_sync(0xffffffffu, down, 8 * c);
-    float run_sum[kFolds];
-#pragma unroll
-    for (int f = 0; f < kFolds; ++f) run_sum[f] = __shfl_sync(0xffffffffu, sum, 8 * c + f * kFoldLanes);
-
-#pragma unroll
-    for (int f = 0; f < kFolds; ++f) {
-      float d[kMT][4] = {};
-#pragma unroll
-      for (int m = f * kFoldWords; m < (f + 1) * kFoldWords; ++m) {
-        const uint4 bv = b_active ? b_shared[warp][b_part][8 * c + m] : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          const uint32_t wa = (&cur.code[mt][0][m / 4].x)[m % 4], wb = (&cur.code[mt][1][m / 4].x)[m % 4];
-          if constexpr (kBits == 4) {
-            uint32_t pa[4], pb[4];
-            unpack4(wa, pa);
-            unpack4(wb, pb);
-            mma16816(d[mt], pa[0], pb[0], pa[1], pb[1], bv.x, bv.y);
-            mma16816(d[mt], pa[2], pb[2], pa[3], pb[3], bv.z, bv.w);
-          } else {
-            uint32_t pa[2], pb[2];
-            unpack8(wa, pa);
-            unpack8(wb, pb);
-            mma16816(d[mt], pa[0], pb[0], pa[1], pb[1], bv.x, bv.y);
-          }
-        }
-      }
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          acc[mt][h] += (d[mt][2 * h] + d[mt][2 * h + 1]) * (raw_to_float<S>(cur.s[mt][h][f]) * run_down) +
-                        raw_to_float<S>(cur.b[mt][h][f]) * run_sum[f];
-    }
-    __syncwarp();  // b_shared is rewritten by the next tile
   }
+}
 
-  // Sum the four runs (lanes c = 0..3 of a row), then the warps, in a fixed order.
-  __shared__ float partial[kMaxWarps][kRows];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
+// What a warp loads for one k-tile.
+template <int kFolds>
+struct TileLoads {
+  uint4 code[2][2];       // [row g, g+8][two 16-byte halves of the run]
+  uint32_t s[2][kFolds];  // raw scale and bias bits
+  uint32_t b[2][kFolds];
+};
+
+// A block serves units of 16·row_warps rows (units ≥ gridDim.x; a block takes units blockIdx.x,
+// blockIdx.x + gridDim.x, ...). Its warps are row_warps row groups × k_warps slices of k: slice w
+// takes tiles w, w + k_warps, ...
+template <int kBits, int kFolds, bool kGlu, typename S>
+__global__ void __launch_bounds__(32 * kMaxWarps, 2)
+    gemv_tc_kernel(const float* __restrict__ x, const float* __restrict__ gate, const WeightSegments segs, int64_t K,
+                   int group_shift, int row_warps, unsigned units) {
+  using G = Geometry<kBits>;
+  constexpr int kFoldSteps = G::kSteps / kFolds;
+  using Loads = TileLoads<kFolds>;
+
+  extern __shared__ uint4 smem[];
+  const int64_t tiles = K / G::kTileK;
+  uint4* zeros = smem;
+  uint4* bvec = smem + G::kTileVecs;
+  float4* info = reinterpret_cast<float4*>(bvec + tiles * G::kTileVecs);
+  __shared__ float partial[kMaxWarps * 16];  // [k slice][row of the unit]
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, c = lane % 4;
+  const int k_warps = static_cast<int>(blockDim.x / 32) / row_warps;
+  const int wr = warp / k_warps, wk = warp % k_warps;
+  const int unit_rows = 16 * row_warps;
+  const int64_t row_bytes = K * kBits / 8, groups = K >> group_shift;
+  // B: lane (n = g, k-slots of c) is nonzero only where column pair n/2 is c's own run; part g%2.
+  const bool b_active = (g / 2) == c;
+  const int b_lane = c * 2 + g % 2;
+
+  bool converted = false;
+  for (unsigned unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const WeightSegment& seg = unit_segment(segs, unit);
+    const uint8_t* codes = static_cast<const uint8_t*>(seg.codes);
+    const S* __restrict__ scales = static_cast<const S*>(seg.scales);
+    const S* __restrict__ biases = static_cast<const S*>(seg.biases);
+    const int64_t N = seg.n;
+    const int64_t unit_row0 = static_cast<int64_t>(unit - seg.first_block) * unit_rows;
+    const int64_t warp_row0 = unit_row0 + wr * 16;
+    const int64_t t_end = warp_row0 < N ? tiles : 0;  // warp-uniform: no rows of this warp left
+
+    // Rows g and g+8 of the warp's m-tile: their codes from this lane's run, and their groups; rows
+    // past N re-read the last row and are never stored.
+    const uint8_t* code_row[2];
+    const S* scale_row[2];
+    const S* bias_row[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float r = acc[mt][h];
+      const int64_t row = min(warp_row0 + g + 8 * h, N - 1);
+      code_row[h] = codes + row * row_bytes + c * 32;
+      scale_row[h] = scales + row * groups + ((c * G::kRun) >> group_shift);
+      bias_row[h] = biases + row * groups + ((c * G::kRun) >> group_shift);
+    }
+
+    auto load = [&](int64_t t, Loads& l) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* p = code_row[h] + t * kTileBytes;
+        l.code[h][0] = load_stream(p);
+        l.code[h][1] = load_stream(p + 16);
+#pragma unroll
+        for (int f = 0; f < kFolds; ++f) {
+          // The run starts a group (runs are no longer than groups); fold 1 is the next group.
+          const int64_t gi = ((t * G::kTileK) >> group_shift) + f;
+          l.s[h][f] = load_raw(scale_row[h] + gi);
+          l.b[h][f] = load_raw(bias_row[h] + gi);
+        }
+      }
+    };
+
+    float acc[2] = {};
+    auto multiply = [&](int64_t t, const Loads& l) {
+      const float4 run = info[t * 4 + c];  // {2^-e, Σx of fold 0, of fold 1}
+      const uint4* bp = b_active ? bvec + t * G::kTileVecs + b_lane : zeros;
+#pragma unroll
+      for (int f = 0; f < kFolds; ++f) {
+        int d1[4] = {}, d2[4] = {};  // (top, mid) and (low, 0) of rows g and g+8
+#pragma unroll
+        for (int j = f * kFoldSteps; j < (f + 1) * kFoldSteps; ++j) {
+          const uint4 bv = bp[j * 8];
+          uint32_t a0, a1, a2, a3;
+          if constexpr (kBits == 4) {
+            const uint32_t wa = (&l.code[0][j / 4].x)[j % 4], wb = (&l.code[1][j / 4].x)[j % 4];
+            a0 = wa & 0x0F0F0F0Fu, a1 = wb & 0x0F0F0F0Fu;
+            a2 = (wa >> 4) & 0x0F0F0F0Fu, a3 = (wb >> 4) & 0x0F0F0F0Fu;
+          } else {
+            a0 = (&l.code[0][j / 2].x)[(2 * j) % 4], a1 = (&l.code[1][j / 2].x)[(2 * j) % 4];
+            a2 = (&l.code[0][j / 2].x)[(2 * j + 1) % 4], a3 = (&l.code[1][j / 2].x)[(2 * j + 1) % 4];
+          }
+          imma(d1, a0, a1, a2, a3, bv.x, bv.y);
+          imma(d2, a0, a1, a2, a3, bv.z, bv.w);
+        }
+        const float run_sum = f == 0 ? run.y : run.z;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float v = fmaf(static_cast<float>(d1[2 * h]), 65536.0f,
+                               fmaf(static_cast<float>(d1[2 * h + 1]), 256.0f, static_cast<float>(d2[2 * h])));
+          acc[h] += v * (raw_to_float<S>(l.s[h][f]) * run.x) + raw_to_float<S>(l.b[h][f]) * run_sum;
+        }
+      }
+    };
+
+    // Two tiles in flight per warp: the next one loads while this one multiplies. The first two are
+    // issued before the wait: the weights do not depend on the kernel before; the activations do.
+    Loads a, b;
+    int64_t t = wk;
+    if (t < t_end) load(t, a);
+    if (t + k_warps < t_end) load(t + k_warps, b);
+    if (!converted) {
+      wait_for_inputs();
+      convert_activations<kBits, kFolds, kGlu>(x, gate, K, zeros, bvec, info);
+      __syncthreads();
+      converted = true;
+    }
+    while (t < t_end) {
+      multiply(t, a);
+      const int64_t t1 = t + k_warps, t2 = t1 + k_warps;
+      if (t1 >= t_end) break;
+      if (t2 < t_end) load(t2, a);
+      multiply(t1, b);
+      if (t2 + k_warps < t_end) load(t2 + k_warps, b);
+      t = t2;
+    }
+
+    // Sum the four runs (lanes c = 0..3 of a row), then the k slices, in a fixed order.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float r = acc[h];
       r += __shfl_xor_sync(0xffffffffu, r, 1);
       r += __shfl_xor_sync(0xffffffffu, r, 2);
-      if (c == 0) partial[warp][mt * 16 + g + 8 * h] = r;
+      if (c == 0) partial[wk * unit_rows + wr * 16 + g + 8 * h] = r;
     }
-  __syncthreads();
-  for (int i = threadIdx.x; i < kRows; i += blockDim.x) {
-    if (row0 + i >= N) continue;
-    float r = 0.0f;
-    for (int w = 0; w < warps; ++w) r += partial[w][i];
-    seg.out[row0 + i] = r;
+    __syncthreads();
+    for (int i = threadIdx.x; i < unit_rows; i += blockDim.x) {
+      if (unit_row0 + i >= N) continue;
+      float r = 0.0f;
+      for (int w = 0; w < k_warps; ++w) r += partial[w * unit_rows + i];
+      seg.out[unit_row0 + i] = r;
+    }
+    __syncthreads();  // partial is rewritten for the next unit
   }
 }
 
-template <int kBits, int kMT, int kFolds, bool kGlu, typename S>
+// A launch's shape: rows per unit (16·row_warps), the block's warps, and the grid.
+struct Shape {
+  int row_warps, k_warps;
+  unsigned units, grid;
+};
+
+// Largest units first (the activations are converted once per block), as long as every SM gets
+// about 8 warps and the units fit in one wave of resident blocks or make many waves (the lm_head:
+// then the last wave's imbalance is small). STRATA_GEMV_ROW_WARPS (1, 2, 4 or 8) fixes the row
+// groups per block, for tuning.
+Shape choose_shape(std::span<const Weight* const> ws, int64_t tiles, int resident_blocks, int sms) {
+  static const int forced = [] {
+    const char* env = std::getenv("STRATA_GEMV_ROW_WARPS");
+    const int v = env != nullptr ? std::atoi(env) : 0;
+    return (v == 1 || v == 2 || v == 4 || v == 8) ? v : 0;
+  }();
+  Shape best{};
+  for (int row_warps = kMaxWarps; row_warps >= 1; row_warps /= 2) {
+    int k_warps = kMaxWarps / row_warps;
+    while (k_warps > 1 && tiles < 2 * k_warps) k_warps /= 2;
+    unsigned units = 0;
+    for (const Weight* w : ws) units += static_cast<unsigned>((w->rows() + 16 * row_warps - 1) / (16 * row_warps));
+    const Shape s{row_warps, k_warps, units, std::min<unsigned>(units, static_cast<unsigned>(resident_blocks))};
+    if (forced != 0) {
+      if (row_warps == forced) return s;
+      continue;
+    }
+    best = s;
+    const bool parallel = static_cast<int64_t>(units) * row_warps * k_warps >= 8LL * sms;
+    const bool waves_ok = units <= static_cast<unsigned>(resident_blocks) || units >= 8u * static_cast<unsigned>(resident_blocks);
+    if (parallel && waves_ok) return s;
+  }
+  return best;
+}
+
+template <int kBits, int kFolds, bool kGlu, typename S>
 void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, const float* gate,
-            int64_t K) {
-  constexpr int kRows = 16 * kMT;
-  WeightSegments segs;
-  const unsigned blocks = make_segments(ws, outs, kRows, segs);
-  // Warps per block split k. Enough of them to fill the GPU in one wave, each with at least two
-  // tiles, so a short matrix still keeps every SM streaming; a tall one (the lm_head) uses one.
-  // (On an H100, 8 warps and two m-tiles for every matrix from 4096 rows were 5-15% faster per
-  // matmul in bench_cuda_gemv, yet the whole 9B decode step ran 5-7% slower with them.)
-  static const int64_t resident_warps = [] {
-    int per_sm = 0;
-    STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, gemv_tc_kernel<kBits, kMT, kFolds, kGlu, S>, 32 * kMaxWarps, 0));
-    int device = 0, sms = 0;
+                 int64_t K) {
+  auto* kernel = gemv_tc_kernel<kBits, kFolds, kGlu, S>;
+  const size_t smem = shared_bytes<kBits>(K);
+  static int sms = 0;
+  static int64_t cached_K = -1;
+  static int cached_blocks_per_sm = 0;
+  if (sms == 0) {
+    int device = 0;
     STRATA_CUDA_CHECK(cudaGetDevice(&device));
     STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return static_cast<int64_t>(std::max(per_sm, 1)) * kMaxWarps * sms;
-  }();
-  const int64_t tiles = K * kBits / 8 / kTileBytes;
-  int warps = kMaxWarps;
-  while (warps > 1 && (static_cast<int64_t>(blocks) * warps > resident_warps || tiles < 2 * warps)) warps /= 2;
-  launch(gemv_tc_kernel<kBits, kMT, kFolds, kGlu, S>, blocks, 32 * warps, 0, x, gate, segs, K, ws[0]->group_size);
-}
-
-template <int kBits, int kFolds, typename S>
-void launch_tiles(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, const float* gate,
-                  int64_t K) {
-  int64_t rows = 0;
-  for (const Weight* w : ws) rows += w->rows();
-  // Two m-tiles per warp halve the activation work per weight byte; short matrices keep one so
-  // that enough blocks exist to fill the GPU.
-  if (gate != nullptr) {
-    launch_gemv<kBits, 1, kFolds, true, S>(ws, outs, x, gate, K);  // the down projection: short and wide
-  } else if (rows >= 8192) {
-    launch_gemv<kBits, 2, kFolds, false, S>(ws, outs, x, nullptr, K);
-  } else {
-    launch_gemv<kBits, 1, kFolds, false, S>(ws, outs, x, nullptr, K);
+    STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes()));
   }
+  if (K != cached_K) {
+    STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cached_blocks_per_sm, kernel, 32 * kMaxWarps, smem));
+    cached_K = K;
+  }
+  const int64_t tiles = K / Geometry<kBits>::kTileK;
+  const Shape shape = choose_shape(ws, tiles, std::max(cached_blocks_per_sm, 1) * sms, sms);
+  WeightSegments segs;
+  make_segments(ws, outs, 16 * shape.row_warps, segs);
+  const int group_shift = __builtin_ctz(static_cast<unsigned>(ws[0]->group_size));
+  launch(kernel, shape.grid, 32 * shape.row_warps * shape.k_warps, smem, x, gate, segs, K, group_shift,
+         shape.row_warps, shape.units);
 }
 
 }  // namespace
@@ -342,6 +409,9 @@ bool gemv_tc_supported(const Weight& w) {
   if (w.group_size != 32 && w.group_size != 64 && w.group_size != 128) return false;
   const int64_t row_bytes = w.cols() * w.bits / 8;
   if (row_bytes % kTileBytes != 0) return false;
+  // The block holds all K activations in shared memory.
+  const size_t smem = w.bits == 4 ? shared_bytes<4>(w.cols()) : shared_bytes<8>(w.cols());
+  if (smem > static_cast<size_t>(max_shared_bytes())) return false;
   const DType st = w.scales.dtype;
   return st == DType::kF32 || st == DType::kBF16 || st == DType::kF16;
 }
@@ -352,14 +422,22 @@ void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> w
   const int64_t K = w0.cols();
   with_scale_type(w0, [&](auto s) {
     using S = decltype(s);
+    // The down projection's SiLU(gate) ⊙ up, or plain activations.
+    auto go = [&](auto bits, auto folds) {
+      if (gate != nullptr) {
+        launch_gemv<bits.value, folds.value, true, S>(ws, outs, x, gate, K);
+      } else {
+        launch_gemv<bits.value, folds.value, false, S>(ws, outs, x, nullptr, K);
+      }
+    };
     if (w0.bits == 4) {
       if (w0.group_size == 32) {
-        launch_tiles<4, 2, S>(ws, outs, x, gate, K);
+        go(std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{});
       } else {
-        launch_tiles<4, 1, S>(ws, outs, x, gate, K);
+        go(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{});
       }
     } else {
-      launch_tiles<8, 1, S>(ws, outs, x, gate, K);
+      go(std::integral_constant<int, 8>{}, std::integral_constant<int, 1>{});
     }
   });
 }

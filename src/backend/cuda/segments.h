@@ -43,13 +43,18 @@ inline unsigned make_segments(std::span<const Weight* const> ws, std::span<float
 }
 
 #ifdef __CUDACC__
-// The segment this block serves.
-__device__ __forceinline__ const WeightSegment& block_segment(const WeightSegments& segs) {
+// The segment of work unit `unit` (a block's index, where each block serves one unit).
+__device__ __forceinline__ const WeightSegment& unit_segment(const WeightSegments& segs, unsigned unit) {
   int si = 0;
 #pragma unroll
   for (int i = 1; i < kMaxSegments; ++i)
-    if (i < segs.count && blockIdx.x >= segs.s[i].first_block) si = i;
+    if (i < segs.count && unit >= segs.s[i].first_block) si = i;
   return segs.s[si];
+}
+
+// The segment this block serves.
+__device__ __forceinline__ const WeightSegment& block_segment(const WeightSegments& segs) {
+  return unit_segment(segs, blockIdx.x);
 }
 #endif
 
