@@ -118,6 +118,51 @@ __global__ void gdn_gates_kernel(const float* a, const float* b, const float* __
 constexpr int kPrepWarps = 2;
 constexpr int kPrepTile = 16;
 
+// One token (decode): every load of a lane's channels goes out at once, the window's before the
+// wait. Virtual row j < K−1 is window row j, row K−1 the token; the new window is rows 1..K−1.
+template <int kPer>
+__device__ void decode_prepare(const float* __restrict__ qkv, const float (&wk)[kPer][kMaxConvK], float* window,
+                               int K, int C, int col0, int width, int lane, bool norm, float scale, float l2_eps,
+                               float* dst) {
+  float win[kPer][kMaxConvK - 1];
+#pragma unroll
+  for (int e = 0; e < kPer; ++e)
+#pragma unroll
+    for (int r = 0; r < kMaxConvK - 1; ++r)
+      win[e][r] = lane + 32 * e < width && r < K - 1 ? window[static_cast<int64_t>(r) * C + col0 + lane + 32 * e] : 0.0f;
+  wait_for_inputs();
+  float cur[kPer], val[kPer];
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) cur[e] = lane + 32 * e < width ? qkv[col0 + lane + 32 * e] : 0.0f;
+  float ss = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxConvK; ++j) {
+      float row = cur[e];
+      if (j < kMaxConvK - 1 && j < K - 1) row = win[e][j < kMaxConvK - 1 ? j : 0];
+      if (j < K) sum += wk[e][j] * row;
+    }
+    val[e] = silu(sum);
+    if (lane + 32 * e < width) ss += val[e] * val[e];
+  }
+  const float f = norm ? scale / sqrtf(warp_sum(ss) + l2_eps) : 1.0f;  // warp-uniform branch
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    if (lane + 32 * e >= width) continue;
+    const int c = col0 + lane + 32 * e;
+    dst[lane + 32 * e] = norm ? val[e] * f : val[e];
+#pragma unroll
+    for (int r = 0; r < kMaxConvK - 1; ++r) {
+      if (r >= K - 1) continue;
+      float row = cur[e];
+      if (r + 1 < kMaxConvK - 1 && r + 1 < K - 1) row = win[e][r + 1 < kMaxConvK - 1 ? r + 1 : 0];
+      window[static_cast<int64_t>(r) * C + c] = row;
+    }
+  }
+}
+
 template <int kPer>
 __global__ void gdn_prepare_kernel(const float* __restrict__ qkv, const float* __restrict__ w,
                                    float* window, int K, const float* __restrict__ a,
@@ -127,13 +172,13 @@ __global__ void gdn_prepare_kernel(const float* __restrict__ qkv, const float* _
                                    float* __restrict__ v, float* __restrict__ g,
                                    float* __restrict__ beta, int T, int Hk, int dk, int Hv,
                                    int dv) {
-  wait_for_inputs();
   const int unit = blockIdx.x * kPrepWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int gates_unit = 2 * Hk + Hv;
   if (unit > gates_unit) return;  // whole warps
   const int tiles = (T + kPrepTile - 1) / kPrepTile;
   if (unit == gates_unit) {
+    wait_for_inputs();
     for (int tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
       const int t1 = min(T, (tile + 1) * kPrepTile);
       for (int t = tile * kPrepTile; t < t1; ++t)
@@ -159,6 +204,8 @@ __global__ void gdn_prepare_kernel(const float* __restrict__ qkv, const float* _
     const int h = unit - 2 * Hk;
     col0 = 2 * Hk * dk + h * dv, width = dv, dst = v + h * dv, out_row = Hv * dv, norm = false;
   }
+  // The conv weights, and (decode) the window, are read before waiting on the kernel before: no
+  // kernel in flight writes them (this layer's window was last advanced a step ago).
   float wk[kPer][kMaxConvK];
 #pragma unroll
   for (int e = 0; e < kPer; ++e)
@@ -167,6 +214,11 @@ __global__ void gdn_prepare_kernel(const float* __restrict__ qkv, const float* _
       wk[e][j] = lane + 32 * e < width && j < K
                      ? w[static_cast<int64_t>(col0 + lane + 32 * e) * K + j]
                      : 0.0f;
+  if (T == 1) {
+    decode_prepare<kPer>(qkv, wk, window, K, C, col0, width, lane, norm, scale, l2_eps, dst);
+    return;
+  }
+  wait_for_inputs();
   // Row r of the virtual sequence [window; qkv] at column c.
   auto at = [&](int r, int c) {
     return r < K - 1 ? window[static_cast<int64_t>(r) * C + c]
