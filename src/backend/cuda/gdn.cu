@@ -396,7 +396,6 @@ __global__ void __launch_bounds__(kDeltaThreads)
                            const float* __restrict__ v, const float* __restrict__ g,
                            const float* __restrict__ beta, float* __restrict__ state,
                            float* __restrict__ out, int T, int Hk, int Hv, int dv) {
-  wait_for_inputs();
   constexpr int kNc = kDk / (4 * kG);
   static_assert(kNc * 4 * kG == kDk && 32 % kG == 0, "row split");
   const int rows = Hv * dv;
@@ -410,9 +409,12 @@ __global__ void __launch_bounds__(kDeltaThreads)
   const int kh = j / (Hv / Hk);
 
   float4* srow = reinterpret_cast<float4*>(state + static_cast<int64_t>(r) * kDk) + gl;
+  // The state row is read before waiting on the kernel before: only this layer's previous call wrote
+  // it, and that kernel has completed (launch.h).
   float4 s[kNc];
 #pragma unroll
   for (int c = 0; c < kNc; ++c) s[c] = srow[c * kG];
+  wait_for_inputs();
 
   const int64_t qk_step = static_cast<int64_t>(Hk) * kDk / 4;  // float4s per token
   const float4* kp = reinterpret_cast<const float4*>(k + static_cast<int64_t>(kh) * kDk) + gl;
@@ -538,9 +540,12 @@ __global__ void __launch_bounds__(kRows * kG)
   };
 
   float4* srow = reinterpret_cast<float4*>(state + static_cast<int64_t>(row0 + lr) * kDk) + gl;
+  // The state row is read before waiting on the kernel before: only this layer's previous call wrote
+  // it, and that kernel has completed (launch.h).
   float4 s[kNc];
 #pragma unroll
   for (int c = 0; c < kNc; ++c) s[c] = srow[c * kG];
+  wait_for_inputs();
 
   const int tiles = (T + kTile - 1) / kTile;
   load_tile(0, smem);

@@ -92,9 +92,19 @@ template <int kPer>
 __global__ void __launch_bounds__(kMaxThreads)
     add_rms_norm_cached_kernel(float* x, const float* delta, const float* w, float eps, bool one_plus_w,
                                int64_t d, int64_t first_normed, float* out) {
-  wait_for_inputs();
   const int64_t row = blockIdx.x;
   const int n4 = static_cast<int>(d / 4);
+  // The norm weights before the wait (no kernel writes them), so that no load is left after the sum.
+  float4 wv[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i < n4) {
+      wv[k] = reinterpret_cast<const float4*>(w)[i];
+      if (one_plus_w) wv[k].x += 1.0f, wv[k].y += 1.0f, wv[k].z += 1.0f, wv[k].w += 1.0f;
+    }
+  }
+  wait_for_inputs();
   float4* xr = reinterpret_cast<float4*>(x + row * d);
   const float4* dr = reinterpret_cast<const float4*>(delta + row * d);
   float4 a[kPer], b[kPer];
@@ -119,9 +129,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   for (int k = 0; k < kPer; ++k) {
     const int i = threadIdx.x + k * blockDim.x;
     if (i >= n4) continue;
-    float4 wv = reinterpret_cast<const float4*>(w)[i];
-    if (one_plus_w) wv.x += 1.0f, wv.y += 1.0f, wv.z += 1.0f, wv.w += 1.0f;
-    o[i] = make_float4(a[k].x * inv * wv.x, a[k].y * inv * wv.y, a[k].z * inv * wv.z, a[k].w * inv * wv.w);
+    o[i] = make_float4(a[k].x * inv * wv[k].x, a[k].y * inv * wv[k].y, a[k].z * inv * wv[k].z,
+                       a[k].w * inv * wv[k].w);
   }
 }
 
