@@ -186,9 +186,10 @@ TEST_F(GemvTc, FusedSegmentsMatchSeparateLaunchesBitForBit) {
 }
 
 // The MLP's down projection with SiLU(gate) ⊙ up formed as the activations are read (one row, the
-// tensor-core kernel), and with the product formed separately (two rows): both against fp64.
+// tensor-core kernel, at the 9B's shape), and with the product formed separately (two rows): both
+// against fp64.
 TEST_F(GemvTc, SiluMulMatmulMatchesTheProductThenTheMatmul) {
-  const int64_t N = 1040, K = 12288;
+  const int64_t N = 4096, K = 12288;
   for (int bits : {4, 8}) {
     TestWeight tw;
     make_weight(tw, N, K, bits, 64, DType::kBF16, 40u + static_cast<uint32_t>(bits));
