@@ -140,6 +140,7 @@ __device__ void convert_activations(const float* __restrict__ x, const float* __
   for (int i = threadIdx.x; i < G::kTileVecs; i += blockDim.x) zeros[i] = make_uint4(0u, 0u, 0u, 0u);
   const int lane = threadIdx.x % 32;
   const int64_t tasks = K / 8;
+#pragma unroll 2  // the second pass's loads go out with the first's
   for (int64_t base = threadIdx.x - lane; base < tasks; base += blockDim.x) {
     const int64_t u = base + lane;
     const bool active = u < tasks;  // whole runs are active or not: tasks is a multiple of kSteps
