@@ -1,6 +1,7 @@
-// Bandwidth of the CUDA decode matmul (one activation row) on Qwen3.5-9B-shaped MLX 4- and 8-bit
-// weights (group 64): time per call and the weight bytes it streams per second, against the GPU's
+// Bandwidth of the CUDA decode matmul (one activation row) on MLX 4- and 8-bit weights (group 64)
+// of Qwen3.5-9B shapes and one routed expert of Qwen3.5-35B-A3B: time per call and the weight bytes it streams per second, against the GPU's
 // peak. Weights rotate over enough copies to defeat the L2 cache. Prints a markdown table.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -76,17 +77,19 @@ int main(int, char** argv) {
   const char* kernel = std::getenv("STRATA_CUDA_GEMV");
   std::printf("command: %s%s\ndevice: %s, peak memory bandwidth %.0f GB/s\n\n",
               kernel != nullptr ? "STRATA_CUDA_GEMV=cores " : "", argv[0], prop.name, peak);
-  std::printf("| weight (Qwen3.5-9B shape) | bits | µs per call | GB/s | %% of peak |\n|---|---|---|---|---|\n");
-  const Shape2 shapes[] = {{"mlp gate/up 12288×4096", 12288, 4096},
-                           {"mlp down 4096×12288", 4096, 12288},
-                           {"attention o_proj 4096×4096", 4096, 4096},
-                           {"GDN in_proj_qkv 8192×4096", 8192, 4096},
-                           {"lm_head 248320×4096", 248320, 4096}};
+  std::printf("| weight | bits | µs per call | GB/s | %% of peak |\n|---|---|---|---|---|\n");
+  const Shape2 shapes[] = {{"9B mlp gate/up 12288×4096", 12288, 4096},
+                           {"9B mlp down 4096×12288", 4096, 12288},
+                           {"9B attention o_proj 4096×4096", 4096, 4096},
+                           {"9B GDN in_proj_qkv 8192×4096", 8192, 4096},
+                           {"9B lm_head 248320×4096", 248320, 4096},
+                           {"35B-A3B expert gate 512×2048", 512, 2048},
+                           {"35B-A3B expert down 2048×512", 2048, 512}};
   for (const Shape2& s : shapes)
     for (int bits : {4, 8}) {
-      const int copies = s.n > 100000 ? 2 : 8;
-      const double us = bench(s, bits, copies);
       const double bytes = static_cast<double>(s.n) * s.k * bits / 8 + 2.0 * s.n * (s.k / 64) * 2;
+      const int copies = std::clamp(static_cast<int>(200e6 / bytes) + 1, 2, 512);  // 4× the L2 at least
+      const double us = bench(s, bits, copies);
       const double gbs = bytes / (us * 1e-6) / 1e9;
       std::printf("| %s | %d | %.1f | %.0f | %.0f%% |\n", s.name, bits, us, gbs, 100 * gbs / peak);
       std::fflush(stdout);
