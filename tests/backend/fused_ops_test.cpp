@@ -19,6 +19,8 @@ namespace {
 using test::clone;
 using test::int_tensor;
 using test::random_tensor;
+using test::inv_freq;
+using test::AttnCase;
 
 ::testing::AssertionResult same_bits(const Tensor& got, const Tensor& want) {
   if (!(got.shape == want.shape))
@@ -30,13 +32,6 @@ using test::random_tensor;
                                              << " vs " << want.as<const float>()[i];
   }
   return ::testing::AssertionSuccess();
-}
-
-std::vector<float> inv_freq(int rotary_dim, float base) {
-  std::vector<float> f(rotary_dim / 2);
-  for (int i = 0; i < rotary_dim / 2; ++i)
-    f[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
-  return f;
 }
 
 // ---- add_rms_norm ----
@@ -145,13 +140,6 @@ TEST(FusedOps, GdnPrepareRejectsAQkvWidthThatDoesNotMatchTheHeads) {
 }
 
 // ---- qk_norm_rope_store ----
-
-struct AttnCase {
-  const char* name;
-  int64_t Hq, Hkv, D;
-  int rotary_dim;
-  bool neox, gated, norm, one_plus_w;
-};
 
 // Llama (plain, q in place), Qwen3 (q/k norms), Qwen3.5 (gate interleaved, 1-centred norms, partial
 // rotation), GPT-J-style adjacent pairs.

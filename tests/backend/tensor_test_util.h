@@ -1,7 +1,9 @@
 // Host tensors for the op tests: seeded normal inputs, NaN-filled outputs (so an element a kernel
-// leaves unwritten fails), copies and I32 index lists.
+// leaves unwritten fails), copies and I32 index lists; RoPE frequencies and the attention-input
+// cases the fused-op tests share.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -39,5 +41,23 @@ inline HostTensor int_tensor(const std::vector<int32_t>& values) {
   std::memcpy(t.as<int32_t>(), values.data(), values.size() * sizeof(int32_t));
   return t;
 }
+
+// RoPE inverse frequencies base^(−2i/rotary_dim), i < rotary_dim/2.
+inline std::vector<float> inv_freq(int rotary_dim, float base) {
+  std::vector<float> f(static_cast<size_t>(rotary_dim / 2));
+  for (int i = 0; i < rotary_dim / 2; ++i)
+    f[static_cast<size_t>(i)] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
+  return f;
+}
+
+// An attention layer's input handling, as qk_norm_rope_store sees it: head counts and size, the
+// rotated part, NeoX (halves) or GPT-J (adjacent) pairs, an interleaved output gate, q/k norms and
+// 1-centred norm weights.
+struct AttnCase {
+  const char* name;
+  int64_t Hq, Hkv, D;
+  int rotary_dim;
+  bool neox, gated, norm, one_plus_w;
+};
 
 }  // namespace strata::test

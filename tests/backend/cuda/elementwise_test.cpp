@@ -31,6 +31,7 @@ namespace {
 using backend::cuda::DeviceBuffer;
 
 using test::random_tensor;
+using test::inv_freq;
 
 HostTensor int_tensor(const std::vector<int32_t>& values) {
   HostTensor t(DType::kI32, {static_cast<int64_t>(values.size())});
@@ -182,13 +183,6 @@ TEST_F(CudaElementwise, BinaryOpsMatchCpu) {
 }
 
 // ---- rope ----
-
-std::vector<float> inv_freq(int rotary_dim, float base) {
-  std::vector<float> f(rotary_dim / 2);
-  for (int i = 0; i < rotary_dim / 2; ++i)
-    f[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
-  return f;
-}
 
 TEST_F(CudaElementwise, RopeMatchesCpuAtLargePositions) {
   struct Case {

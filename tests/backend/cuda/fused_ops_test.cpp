@@ -29,6 +29,8 @@ using test::clone;
 using test::int_tensor;
 using test::nan_tensor;
 using test::random_tensor;
+using test::inv_freq;
+using test::AttnCase;
 
 constexpr float kNormTolerance = 1e-4f;
 constexpr float kElementTolerance = 1e-5f;
@@ -64,13 +66,6 @@ HostTensor fetch(const Tensor& device) {
              << "at " << i << " of " << ref.numel() << ": got " << g << ", want " << r;
   }
   return ::testing::AssertionSuccess();
-}
-
-std::vector<float> inv_freq(int rotary_dim, float base) {
-  std::vector<float> f(rotary_dim / 2);
-  for (int i = 0; i < rotary_dim / 2; ++i)
-    f[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
-  return f;
 }
 
 class CudaFused : public ::testing::Test {
@@ -170,13 +165,6 @@ TEST_F(CudaFused, GdnPrepareMatchesCpuOutputsAndWindow) {
 }
 
 // ---- qk_norm_rope_store ----
-
-struct AttnCase {
-  const char* name;
-  int64_t Hq, Hkv, D;
-  int rotary_dim;
-  bool neox, gated, norm, one_plus_w;
-};
 
 const AttnCase kAttnCases[] = {
     {"llama_8b", 32, 8, 128, 128, true, false, false, false},
