@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/activations.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
@@ -203,9 +204,7 @@ void launch_embedding_affine(const Weight& table, const int32_t* ids, int64_t T,
 // ---- elementwise ----
 
 struct SiluMul {
-  __device__ float operator()(float gate, float up) const {
-    return gate / (1.0f + expf(-gate)) * up;
-  }
+  __device__ float operator()(float gate, float up) const { return swiglu(gate, up); }
 };
 struct Add {
   __device__ float operator()(float a, float b) const { return a + b; }

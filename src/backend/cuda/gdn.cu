@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/activations.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
@@ -14,10 +15,7 @@ namespace strata::backend::cuda {
 
 namespace {
 
-// Same formulas as the CPU reference (expf, not __expf: g reaches −30 and the decay must not drift;
-// softplus has torch's threshold).
-__device__ inline float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// As the CPU reference computes it (silu and sigmoid: activations.h): expf, torch's threshold.
 __device__ inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 __device__ inline float warp_sum(float v) {

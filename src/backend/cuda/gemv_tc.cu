@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "backend/cuda/activations.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemv_tc.h"
@@ -150,12 +151,11 @@ __device__ void convert_activations(const float* __restrict__ x, const float* __
       const float4 x0 = xp[0], x1 = xp[1];
       v[0] = x0.x, v[1] = x0.y, v[2] = x0.z, v[3] = x0.w, v[4] = x1.x, v[5] = x1.y, v[6] = x1.z, v[7] = x1.w;
       if constexpr (kGlu) {
-        // SiLU(gate) · up, as the silu_mul op computes it.
         const float4* gp = reinterpret_cast<const float4*>(gate + 8 * u);
         const float4 g0 = gp[0], g1 = gp[1];
         const float gv[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
 #pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = gv[i] / (1.0f + expf(-gv[i])) * v[i];
+        for (int i = 0; i < 8; ++i) v[i] = swiglu(gv[i], v[i]);  // as the silu_mul op
       }
     }
     float amax = 0.0f, sum = 0.0f;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/activations.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
@@ -214,7 +215,7 @@ __global__ void add_sigmoid_gated_kernel(V* x, const V* __restrict__ y,
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const float s = 1.0f / (1.0f + expf(-gate[r]));
+    const float s = sigmoid(gate[r]);
     for (int64_t c = c0; c < cols; c += stride)
       x[r * cols + c] = axpy(x[r * cols + c], s, y[r * cols + c]);
   }
