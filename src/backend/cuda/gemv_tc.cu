@@ -31,6 +31,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "backend/cuda/activations.h"
 #include "backend/cuda/cuda_check.h"
@@ -382,20 +384,23 @@ void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs
   auto* kernel = gemv_tc_kernel<kBits, kFolds, kGlu, S>;
   const size_t smem = shared_bytes<kBits>(K);
   static int sms = 0;
-  static int64_t cached_K = -1;
-  static int cached_blocks_per_sm = 0;
+  // Resident blocks per SM by K (shared memory grows with K); an instance sees few distinct K, and
+  // eager steps (MoE) alternate them, so each is asked of the runtime once.
+  static std::vector<std::pair<int64_t, int>> blocks_per_sm;
   if (sms == 0) {
     int device = 0;
     STRATA_CUDA_CHECK(cudaGetDevice(&device));
     STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes()));
   }
-  if (K != cached_K) {
-    STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cached_blocks_per_sm, kernel, 32 * kMaxWarps, smem));
-    cached_K = K;
+  auto known = std::find_if(blocks_per_sm.begin(), blocks_per_sm.end(), [&](const auto& e) { return e.first == K; });
+  if (known == blocks_per_sm.end()) {
+    int n = 0;
+    STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kMaxWarps, smem));
+    known = blocks_per_sm.insert(blocks_per_sm.end(), {K, std::max(n, 1)});
   }
   const int64_t tiles = K / Geometry<kBits>::kTileK;
-  const Shape shape = choose_shape(ws, tiles, std::max(cached_blocks_per_sm, 1) * sms, sms);
+  const Shape shape = choose_shape(ws, tiles, known->second * sms, sms);
   WeightSegments segs;
   make_segments(ws, outs, 16 * shape.row_warps, segs);
   const int group_shift = __builtin_ctz(static_cast<unsigned>(ws[0]->group_size));
