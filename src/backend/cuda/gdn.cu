@@ -127,7 +127,8 @@ __device__ void decode_prepare(const float* __restrict__ qkv, const float (&wk)[
   for (int e = 0; e < kPer; ++e)
 #pragma unroll
     for (int r = 0; r < kMaxConvK - 1; ++r)
-      win[e][r] = lane + 32 * e < width && r < K - 1 ? window[static_cast<int64_t>(r) * C + col0 + lane + 32 * e] : 0.0f;
+      win[e][r] =
+          lane + 32 * e < width && r < K - 1 ? window[static_cast<int64_t>(r) * C + col0 + lane + 32 * e] : 0.0f;
   wait_for_inputs();
   float cur[kPer], val[kPer];
 #pragma unroll

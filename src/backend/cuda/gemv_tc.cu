@@ -179,16 +179,18 @@ __device__ void convert_activations(const float* __restrict__ x, const float* __
     for (int i = 0; i < 8; ++i) split_limbs(__float2int_rn(v[i] * up), top[i], mid[i], low[i]);
     // k-slots 4c..4c+3 (b0) and 4c+16..4c+19 (b1): codes 0,2,4,6 and 1,3,5,7 of a 4-bit word; the
     // first and second word at 8 bits.
-    constexpr int e0 = 0, e1 = kBits == 4 ? 2 : 1, e2 = kBits == 4 ? 4 : 2, e3 = kBits == 4 ? 6 : 3;
-    constexpr int o0 = kBits == 4 ? 1 : 4, o1 = kBits == 4 ? 3 : 5, o2 = kBits == 4 ? 5 : 6, o3 = 7;
+    auto b0 = [](const int(&l)[8]) {
+      return kBits == 4 ? pack_bytes(l[0], l[2], l[4], l[6]) : pack_bytes(l[0], l[1], l[2], l[3]);
+    };
+    auto b1 = [](const int(&l)[8]) {
+      return kBits == 4 ? pack_bytes(l[1], l[3], l[5], l[7]) : pack_bytes(l[4], l[5], l[6], l[7]);
+    };
     if (active) {
       const int64_t tile = u / (4 * G::kSteps);
       const int c = static_cast<int>(u / G::kSteps) % 4, j = static_cast<int>(u % G::kSteps);
       uint4* dst = bvec + tile * G::kTileVecs + (j * 4 + c) * 2;
-      dst[0] = make_uint4(pack_bytes(top[e0], top[e1], top[e2], top[e3]), pack_bytes(top[o0], top[o1], top[o2], top[o3]),
-                          pack_bytes(low[e0], low[e1], low[e2], low[e3]), pack_bytes(low[o0], low[o1], low[o2], low[o3]));
-      dst[1] = make_uint4(pack_bytes(mid[e0], mid[e1], mid[e2], mid[e3]), pack_bytes(mid[o0], mid[o1], mid[o2], mid[o3]),
-                          0u, 0u);
+      dst[0] = make_uint4(b0(top), b1(top), b0(low), b1(low));
+      dst[1] = make_uint4(b0(mid), b1(mid), 0u, 0u);
       if (j == 0) info[tile * 4 + c] = make_float4(down, sum, kFolds == 2 ? fold1_sum : 0.0f, 0.0f);
     }
   }
@@ -372,7 +374,8 @@ Shape choose_shape(std::span<const Weight* const> ws, int64_t tiles, int residen
     }
     best = s;
     const bool parallel = static_cast<int64_t>(units) * row_warps * k_warps >= 8LL * sms;
-    const bool waves_ok = units <= static_cast<unsigned>(resident_blocks) || units >= 8u * static_cast<unsigned>(resident_blocks);
+    const unsigned resident = static_cast<unsigned>(resident_blocks);
+    const bool waves_ok = units <= resident || units >= 8u * resident;
     if (parallel && waves_ok) return s;
   }
   return best;
