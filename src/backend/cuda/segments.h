@@ -1,6 +1,7 @@
 // Decode matmuls of weights that share one activation input (q/k/v, gate/up, the GDN input
-// projections) run as one launch: each weight is a segment with its own range of blocks, and a
-// block finds its segment from its index. Used by the CUDA-core and tensor-core decode kernels.
+// projections) run as one launch: each weight is a segment with its own range of work units (a
+// block each in the CUDA-core kernel; the tensor-core kernel's blocks may take several in turn), and
+// a unit's index finds its segment.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,8 +28,8 @@ struct WeightSegments {
   int count;
 };
 
-// The segments of ws (at most kMaxSegments) writing outs, at rows_per_block rows per block; returns
-// the number of blocks they need together.
+// The segments of ws (at most kMaxSegments) writing outs, at rows_per_block rows per unit
+// (first_block: the segment's first unit); returns the number of units they need together.
 inline unsigned make_segments(std::span<const Weight* const> ws, std::span<float* const> outs,
                               int64_t rows_per_block, WeightSegments& segs) {
   segs = {};
@@ -43,7 +44,7 @@ inline unsigned make_segments(std::span<const Weight* const> ws, std::span<float
 }
 
 #ifdef __CUDACC__
-// The segment of work unit `unit` (a block's index, where each block serves one unit).
+// The segment of work unit `unit`.
 __device__ __forceinline__ const WeightSegment& unit_segment(const WeightSegments& segs, unsigned unit) {
   int si = 0;
 #pragma unroll
