@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2)
     if (t < t_end) load(t, a);
     if (t + k_warps < t_end) load(t + k_warps, b);
     if (!converted) {
-      wait_for_inputs();
+      wait_for_inputs_then_release();
       convert_activations<kBits, kFolds, kGlu>(x, gate, K, zeros, bvec, info);
       __syncthreads();
       converted = true;

@@ -1,14 +1,23 @@
 // Kernel launches with Programmatic Dependent Launch (PDL, sm_90+): a kernel launched with launch()
-// may start while the kernel before it on stream() is finishing, so launch latency overlaps that
-// kernel's tail instead of sitting in the gap between them (in captured graphs, too).
+// may start while the kernels before it on stream() are still running, so launch latency, and the
+// loads that need nothing from them (weights), overlap their work instead of sitting in the gaps.
 //
-// The contract: every kernel launched with launch() calls wait_for_inputs() before it writes any
-// global memory (a kernel may overwrite a buffer its predecessor still reads) or reads memory the
-// kernel just before it may write. wait_for_inputs() returns once the preceding grid has completed
-// and its writes are visible; without PDL it returns at once. Since every kernel waits so, when a
-// kernel starts, all but the one just before it have completed: it may read what only they wrote
-// (weights, a layer's recurrent state or conv window, written by that layer a step earlier) before
-// its wait, to overlap those loads with the tail of the kernel before.
+// The contract: every kernel launched with launch() calls wait_for_inputs() (the matmuls:
+// wait_for_inputs_then_release()) before it writes any global memory (a kernel may overwrite a
+// buffer a kernel before it still reads) or reads memory a kernel before it may write. Both return
+// once the preceding grid has completed and its writes are visible (so every kernel before it has
+// completed too); without PDL they return at once.
+//
+// They differ in when they let the next kernel launch. wait_for_inputs() does so at once, so a
+// chain of small kernels has its successors resident and waiting, up to the next matmul, whose
+// blocks then issue their first weight loads while the chain still runs. The matmuls let the next
+// kernel launch only after their wait: measured on an H100 (2026-11-22), releasing everywhere at
+// entry took Qwen3.5-9B decode from 373 to 396 tok/s but Qwen3.5-0.8B from 1206 to 1051; holding
+// the release in the matmuls kept 396 and gave 0.8B 1249. The matmuls also bound how far ahead
+// kernels run: when a kernel starts, every kernel before the latest matmul ahead of it (the
+// matmul's predecessor included) has completed. So a kernel may read before its wait only what was
+// written before that: weights, and a layer's recurrent state or conv window, last written by that
+// layer a step earlier, with the layer's input projection (a matmul) in between.
 //
 // PDL is on by default on devices of compute capability 9.0 and above. STRATA_CUDA_PDL=0 in the
 // environment turns it off (read once, on the first launch): launch() then launches plainly.
@@ -46,12 +55,19 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_byte
 }
 
 #ifdef __CUDACC__  // host code (tests) may include this header for pdl_enabled()
-// Waits for the grid launched before this one (griddepcontrol.wait), then lets the next one launch
-// (griddepcontrol.launch_dependents: it starts once every block of this grid has passed here, and
-// its own wait_for_inputs() still holds it until this grid has finished). Called by every kernel
-// launched with launch(), before its writes and its reads of what the kernel before writes; a no-op
-// when compiled for devices without PDL (below sm_90).
+// Lets the next kernel launch (griddepcontrol.launch_dependents: its own wait still holds it until
+// this grid has finished), then waits for the grid launched before this one (griddepcontrol.wait).
+// A no-op when compiled for devices without PDL (below sm_90).
 __device__ __forceinline__ void wait_for_inputs() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// The matmuls' wait: as wait_for_inputs(), but the next kernel may launch only once this one has
+// waited (see the contract above).
+__device__ __forceinline__ void wait_for_inputs_then_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;");

@@ -74,7 +74,7 @@ __device__ inline float chunk_dot(const uint4 c, const float* x) {
 template <int kBits, int kT, int kRowsPerWarp, typename S>
 __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const WeightSegments segments, int64_t K,
                                    int group_size) {
-  wait_for_inputs();
+  wait_for_inputs_then_release();
   const WeightSegment& seg = block_segment(segments);
   const uint4* __restrict__ codes = static_cast<const uint4*>(seg.codes);
   const S* __restrict__ scales = static_cast<const S*>(seg.scales);
@@ -145,7 +145,7 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Wei
 
 __global__ void gemv_float_kernel(const float* __restrict__ x, int T, const float* __restrict__ w, int64_t N,
                                   int64_t K, float* __restrict__ out) {
-  wait_for_inputs();
+  wait_for_inputs_then_release();
   const int lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (n >= N) return;
