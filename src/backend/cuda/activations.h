@@ -10,6 +10,6 @@ namespace strata::backend::cuda {
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 // SiLU(gate) · up: the silu_mul op, and the down projection that forms it as it reads (gemv_tc).
-__device__ __forceinline__ float swiglu(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
+__device__ __forceinline__ float swiglu(float gate, float up) { return silu(gate) * up; }
 
 }  // namespace strata::backend::cuda
