@@ -67,7 +67,7 @@ void fill_zero(void* dst, size_t nbytes);
 // memory grows on demand. Growing frees the old block, so it must not happen while a graph that
 // uses the slot is alive or being captured: callers run each shape eagerly once before capture,
 // and workspace_generation() changes whenever any slot grows (graph caches compare it).
-enum class WorkspaceSlot { kMatmul, kMatmulB, kAttention, kDeltaRule, kMoe, kSample, kCount };
+enum class WorkspaceSlot { kMatmul, kMatmulB, kMatmulX, kAttention, kDeltaRule, kMoe, kSample, kCount };
 void* workspace(WorkspaceSlot slot, size_t bytes);
 uint64_t workspace_generation();
 

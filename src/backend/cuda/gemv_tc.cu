@@ -18,12 +18,17 @@
 // group's scale and bias. A step is 8 codes per row: one 32-bit word at 4 bits (low nibbles = codes
 // 0,2,4,6 in k-slots 4c..4c+3, high nibbles = codes 1,3,5,7 in 4c+16..4c+19), two words at 8 bits.
 //
-// Activations. Each block converts x once into shared memory, already in B-fragment order (two
-// 16-byte vectors per step and run: {top, top, low, low} and {mid, mid, 0, 0} limb words), with each
-// run's 2^-e and activation sums beside it; the MLP's down projection forms SiLU(gate) ⊙ up as it
-// converts (silu_mul_matmul), so that product never takes a launch of its own. A block's warps
-// split its rows into row groups and k into interleaved slices; each warp loads the next tile's codes
-// while it multiplies the current one, and issues its first tile's loads before waiting on the
+// Activations. x is converted into B-fragment order (two 16-byte vectors per step and run: {top, top,
+// low, low} and {mid, mid, 0, 0} limb words), with each run's 2^-e and activation sums beside it,
+// and each block holds all of it in shared memory. Up to K = kSeparateConversionMinK each block
+// converts x itself; from there a small launch converts it once into a workspace that the blocks
+// copy. The MLP's down projection forms SiLU(gate) ⊙ up as it converts (silu_mul_matmul), so that
+// product never takes a launch of its own.
+//
+// Work. The rows' m-tiles are split into one contiguous, nearly equal range per block, with as many
+// blocks as are resident at once, so every SM carries the same rows. A block's warps split each pass
+// of its range into row groups and k into interleaved slices; each warp loads the next tile's codes
+// while it multiplies the current one, and issues its first two tiles' loads before waiting on the
 // kernel before it (weights do not depend on it).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -49,6 +54,11 @@ namespace {
 constexpr int kTileBytes = 128;  // bytes of codes per row per k-tile
 constexpr int kMaxWarps = 8;     // per block
 constexpr int kTargetExp = 21;   // a run's largest |x|·2^e lies in [2^21, 2^22)
+// From this K on, a small launch before the matmul converts the activations once, and the matmul's
+// blocks copy the result instead of each converting all K. Measured on an H100 (2026-11-22, 9B
+// 4-bit decode): converting once for the down projection (K = 12288) took the step from 398 to 419
+// tok/s; doing so at K = 4096 too gave 411, the extra launch costing more than it saves there.
+constexpr int64_t kSeparateConversionMinK = 8192;
 
 template <int kBits>
 struct Geometry {
@@ -132,19 +142,19 @@ __device__ __forceinline__ float raw_to_float(uint32_t r) {
   }
 }
 
-// Converts the block's activations (K of them; with kGlu, SiLU(gate) ⊙ x) into shared memory: task u
+// Converts activations (K of them; with kGlu, SiLU(gate) ⊙ x) into B vectors and run info: task u
 // takes activations 8u..8u+7, step j of run c of tile t, and the kSteps lanes of a run agree on its
-// scale through shuffles.
+// scale through shuffles. Thread `thread` of `threads` (a multiple of 32) takes tasks thread,
+// thread + threads, ...
 template <int kBits, int kFolds, bool kGlu>
 __device__ void convert_activations(const float* __restrict__ x, const float* __restrict__ gate, int64_t K,
-                                    uint4* zeros, uint4* bvec, float4* info) {
+                                    int64_t thread, int64_t threads, uint4* bvec, float4* info) {
   using G = Geometry<kBits>;
   constexpr int kFoldLanes = G::kSteps / kFolds;
-  for (int i = threadIdx.x; i < G::kTileVecs; i += blockDim.x) zeros[i] = make_uint4(0u, 0u, 0u, 0u);
-  const int lane = threadIdx.x % 32;
+  const int lane = static_cast<int>(thread % 32);
   const int64_t tasks = K / 8;
 #pragma unroll 2  // the second pass's loads go out with the first's
-  for (int64_t base = threadIdx.x - lane; base < tasks; base += blockDim.x) {
+  for (int64_t base = thread - lane; base < tasks; base += threads) {
     const int64_t u = base + lane;
     const bool active = u < tasks;  // whole runs are active or not: tasks is a multiple of kSteps
     float v[8] = {};
@@ -196,6 +206,24 @@ __device__ void convert_activations(const float* __restrict__ x, const float* __
   }
 }
 
+// The activations of one matmul launch, converted once: B vectors of every tile, then run info (the
+// layout of a block's shared memory after its tile of zeros).
+template <int kBits, int kFolds, bool kGlu>
+__global__ void __launch_bounds__(128) convert_kernel(const float* __restrict__ x, const float* __restrict__ gate,
+                                                     int64_t K, uint4* __restrict__ converted) {
+  using G = Geometry<kBits>;
+  wait_for_inputs();
+  const int64_t tiles = K / G::kTileK;
+  convert_activations<kBits, kFolds, kGlu>(x, gate, K, static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                                           static_cast<int64_t>(gridDim.x) * blockDim.x, converted,
+                                           reinterpret_cast<float4*>(converted + tiles * G::kTileVecs));
+}
+
+__device__ __forceinline__ void copy_async16(void* shared, const void* global) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(global) : "memory");
+}
+
 // What a warp loads for one k-tile.
 template <int kFolds>
 struct TileLoads {
@@ -204,13 +232,14 @@ struct TileLoads {
   uint32_t b[2][kFolds];
 };
 
-// A block serves units of 16·row_warps rows (units ≥ gridDim.x; a block takes units blockIdx.x,
-// blockIdx.x + gridDim.x, ...). Its warps are row_warps row groups × k_warps slices of k: slice w
-// takes tiles w, w + k_warps, ...
-template <int kBits, int kFolds, bool kGlu, typename S>
+// The matrices' m-tiles (16 rows; `tiles16` of them) are split into gridDim.x contiguous ranges of
+// nearly equal length, one per block, so every block carries the same rows give or take one m-tile.
+// A block takes its range in passes of row_warps m-tiles; its warps are row_warps row groups ×
+// k_warps slices of k: slice w takes k-tiles w, w + k_warps, ...
+template <int kBits, int kFolds, bool kGlu, bool kSeparate, typename S>
 __global__ void __launch_bounds__(32 * kMaxWarps, 2)
-    gemv_tc_kernel(const float* __restrict__ x, const float* __restrict__ gate, const WeightSegments segs, int64_t K,
-                   int group_shift, int row_warps, unsigned units) {
+    gemv_tc_kernel(const float* __restrict__ x, const float* __restrict__ gate, const uint4* __restrict__ converted,
+                   const WeightSegments segs, int64_t K, int group_shift, int row_warps, unsigned tiles16) {
   using G = Geometry<kBits>;
   constexpr int kFoldSteps = G::kSteps / kFolds;
   using Loads = TileLoads<kFolds>;
@@ -220,28 +249,31 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2)
   uint4* zeros = smem;
   uint4* bvec = smem + G::kTileVecs;
   float4* info = reinterpret_cast<float4*>(bvec + tiles * G::kTileVecs);
-  __shared__ float partial[kMaxWarps * 16];  // [k slice][row of the unit]
+  __shared__ float partial[kMaxWarps * 16];  // [k slice][row of the pass]
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, c = lane % 4;
   const int k_warps = static_cast<int>(blockDim.x / 32) / row_warps;
   const int wr = warp / k_warps, wk = warp % k_warps;
-  const int unit_rows = 16 * row_warps;
+  const int pass_rows = 16 * row_warps;
   const int64_t row_bytes = K * kBits / 8, groups = K >> group_shift;
   // B: lane (n = g, k-slots of c) is nonzero only where column pair n/2 is c's own run; part g%2.
   const bool b_active = (g / 2) == c;
   const int b_lane = c * 2 + g % 2;
+  const unsigned first = static_cast<unsigned>(uint64_t{blockIdx.x} * tiles16 / gridDim.x);
+  const unsigned last = static_cast<unsigned>((uint64_t{blockIdx.x} + 1) * tiles16 / gridDim.x);
 
-  bool converted = false;
-  for (unsigned unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const WeightSegment& seg = unit_segment(segs, unit);
+  bool ready = false;  // the block's activations are in shared memory
+  for (unsigned pass = first; pass < last; pass += row_warps) {
+    const unsigned m_tile = pass + wr;
+    const bool busy = m_tile < last;  // warp-uniform: this warp has an m-tile in the pass
+    const WeightSegment& seg = unit_segment(segs, busy ? m_tile : first);
     const uint8_t* codes = static_cast<const uint8_t*>(seg.codes);
     const S* __restrict__ scales = static_cast<const S*>(seg.scales);
     const S* __restrict__ biases = static_cast<const S*>(seg.biases);
     const int64_t N = seg.n;
-    const int64_t unit_row0 = static_cast<int64_t>(unit - seg.first_block) * unit_rows;
-    const int64_t warp_row0 = unit_row0 + wr * 16;
-    const int64_t t_end = warp_row0 < N ? tiles : 0;  // warp-uniform: no rows of this warp left
+    const int64_t warp_row0 = static_cast<int64_t>(m_tile - seg.first_block) * 16;
+    const int64_t t_end = busy ? tiles : 0;
 
     // Rows g and g+8 of the warp's m-tile: their codes from this lane's run, and their groups; rows
     // past N re-read the last row and are never stored.
@@ -310,11 +342,18 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2)
     int64_t t = wk;
     if (t < t_end) load(t, a);
     if (t + k_warps < t_end) load(t + k_warps, b);
-    if (!converted) {
+    if (!ready) {
+      for (int i = threadIdx.x; i < G::kTileVecs; i += blockDim.x) zeros[i] = make_uint4(0u, 0u, 0u, 0u);
       wait_for_inputs_then_release();
-      convert_activations<kBits, kFolds, kGlu>(x, gate, K, zeros, bvec, info);
+      if constexpr (kSeparate) {
+        const int64_t n = tiles * (G::kTileVecs + 4);
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) copy_async16(bvec + i, converted + i);
+        asm volatile("cp.async.wait_all;" ::: "memory");
+      } else {
+        convert_activations<kBits, kFolds, kGlu>(x, gate, K, threadIdx.x, blockDim.x, bvec, info);
+      }
       __syncthreads();
-      converted = true;
+      ready = true;
     }
     while (t < t_end) {
       multiply(t, a);
@@ -332,59 +371,58 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2)
       float r = acc[h];
       r += __shfl_xor_sync(0xffffffffu, r, 1);
       r += __shfl_xor_sync(0xffffffffu, r, 2);
-      if (c == 0) partial[wk * unit_rows + wr * 16 + g + 8 * h] = r;
+      if (c == 0) partial[wk * pass_rows + wr * 16 + g + 8 * h] = r;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < unit_rows; i += blockDim.x) {
-      if (unit_row0 + i >= N) continue;
+    for (int i = threadIdx.x; i < pass_rows; i += blockDim.x) {
+      const unsigned m = pass + i / 16;
+      if (m >= last) continue;
+      const WeightSegment& out_seg = unit_segment(segs, m);
+      const int64_t row = static_cast<int64_t>(m - out_seg.first_block) * 16 + i % 16;
+      if (row >= out_seg.n) continue;
       float r = 0.0f;
-      for (int w = 0; w < k_warps; ++w) r += partial[w * unit_rows + i];
-      seg.out[unit_row0 + i] = r;
+      for (int w = 0; w < k_warps; ++w) r += partial[w * pass_rows + i];
+      out_seg.out[row] = r;
     }
-    __syncthreads();  // partial is rewritten for the next unit
+    __syncthreads();  // partial is rewritten in the next pass
   }
 }
 
-// A launch's shape: rows per unit (16·row_warps), the block's warps, and the grid.
+// A launch's shape: m-tiles per pass (row_warps), the block's k slices, and the grid.
 struct Shape {
   int row_warps, k_warps;
-  unsigned units, grid;
+  unsigned grid;
 };
 
-// Largest units first (the activations are converted once per block), as long as every SM gets
-// about 8 warps and the units fit in one wave of resident blocks or make many waves (the lm_head:
-// then the last wave's imbalance is small). STRATA_GEMV_ROW_WARPS (1, 2, 4 or 8) fixes the row
+// As many blocks as are resident at once (or one per m-tile, if fewer), and the block shape that
+// takes the longest range in the fewest tile steps per warp, counting one more per pass for the
+// pipeline filling; ties go to fewer passes. STRATA_GEMV_ROW_WARPS (1, 2, 4 or 8) fixes the row
 // groups per block, for tuning.
-Shape choose_shape(std::span<const Weight* const> ws, int64_t tiles, int resident_blocks, int sms) {
+Shape choose_shape(unsigned tiles16, int64_t tiles, int resident_blocks) {
   static const int forced = [] {
     const char* env = std::getenv("STRATA_GEMV_ROW_WARPS");
     const int v = env != nullptr ? std::atoi(env) : 0;
     return (v == 1 || v == 2 || v == 4 || v == 8) ? v : 0;
   }();
+  const unsigned grid = std::min<unsigned>(tiles16, static_cast<unsigned>(resident_blocks));
+  const int64_t longest = (tiles16 + grid - 1) / grid;
   Shape best{};
+  int64_t best_cost = 0;
   for (int row_warps = kMaxWarps; row_warps >= 1; row_warps /= 2) {
     int k_warps = kMaxWarps / row_warps;
     while (k_warps > 1 && tiles < 2 * k_warps) k_warps /= 2;
-    unsigned units = 0;
-    for (const Weight* w : ws) units += static_cast<unsigned>((w->rows() + 16 * row_warps - 1) / (16 * row_warps));
-    const Shape s{row_warps, k_warps, units, std::min<unsigned>(units, static_cast<unsigned>(resident_blocks))};
-    if (forced != 0) {
-      if (row_warps == forced) return s;
-      continue;
-    }
-    best = s;
-    const bool parallel = static_cast<int64_t>(units) * row_warps * k_warps >= 8LL * sms;
-    const unsigned resident = static_cast<unsigned>(resident_blocks);
-    const bool waves_ok = units <= resident || units >= 8u * resident;
-    if (parallel && waves_ok) return s;
+    const int64_t cost = (longest + row_warps - 1) / row_warps * ((tiles + k_warps - 1) / k_warps + 1);
+    const Shape s{row_warps, k_warps, grid};
+    if (forced == row_warps) return s;
+    if (best.grid == 0 || cost < best_cost) best = s, best_cost = cost;
   }
   return best;
 }
 
-template <int kBits, int kFolds, bool kGlu, typename S>
+template <int kBits, int kFolds, bool kGlu, bool kSeparate, typename S>
 void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, const float* gate,
                  int64_t K) {
-  auto* kernel = gemv_tc_kernel<kBits, kFolds, kGlu, S>;
+  auto* kernel = gemv_tc_kernel<kBits, kFolds, kGlu, kSeparate, S>;
   const size_t smem = shared_bytes<kBits>(K);
   static int sms = 0;
   // Resident blocks per SM by K (shared memory grows with K); an instance sees few distinct K, and
@@ -403,12 +441,21 @@ void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs
     known = blocks_per_sm.insert(blocks_per_sm.end(), {K, std::max(n, 1)});
   }
   const int64_t tiles = K / Geometry<kBits>::kTileK;
-  const Shape shape = choose_shape(ws, tiles, known->second * sms, sms);
   WeightSegments segs;
-  make_segments(ws, outs, 16 * shape.row_warps, segs);
+  const unsigned tiles16 = make_segments(ws, outs, 16, segs);
+  const Shape shape = choose_shape(tiles16, tiles, known->second * sms);
   const int group_shift = __builtin_ctz(static_cast<unsigned>(ws[0]->group_size));
-  launch(kernel, shape.grid, 32 * shape.row_warps * shape.k_warps, smem, x, gate, segs, K, group_shift,
-         shape.row_warps, shape.units);
+  uint4* converted = nullptr;
+  if constexpr (kSeparate) {
+    using G = Geometry<kBits>;
+    converted = static_cast<uint4*>(
+        workspace(WorkspaceSlot::kMatmulX, static_cast<size_t>(tiles * (G::kTileVecs + 4)) * sizeof(uint4)));
+    const int64_t threads = K / 8;
+    launch(convert_kernel<kBits, kFolds, kGlu>, static_cast<unsigned>((threads + 127) / 128), 128, 0, x, gate, K,
+           converted);
+  }
+  launch(kernel, shape.grid, 32 * shape.row_warps * shape.k_warps, smem, x, gate, converted, segs, K, group_shift,
+         shape.row_warps, tiles16);
 }
 
 }  // namespace
@@ -431,13 +478,20 @@ void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> w
   const int64_t K = w0.cols();
   with_scale_type(w0, [&](auto s) {
     using S = decltype(s);
-    // The down projection's SiLU(gate) ⊙ up, or plain activations.
-    auto go = [&](auto bits, auto folds) {
-      if (gate != nullptr) {
-        launch_gemv<bits.value, folds.value, true, S>(ws, outs, x, gate, K);
+    auto with_flag = [](bool v, auto f) {
+      if (v) {
+        f(std::true_type{});
       } else {
-        launch_gemv<bits.value, folds.value, false, S>(ws, outs, x, nullptr, K);
+        f(std::false_type{});
       }
+    };
+    // The down projection's SiLU(gate) ⊙ up, or plain activations; converted in the blocks, or once.
+    auto go = [&](auto bits, auto folds) {
+      with_flag(gate != nullptr, [&](auto glu) {
+        with_flag(K >= kSeparateConversionMinK, [&](auto separate) {
+          launch_gemv<bits.value, folds.value, glu.value, separate.value, S>(ws, outs, x, gate, K);
+        });
+      });
     };
     if (w0.bits == 4) {
       if (w0.group_size == 32) {
