@@ -218,6 +218,19 @@ void argmax(const Tensor& x, const Tensor& out) {
   cpu::argmax(x, out);
 }
 
+void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count) {
+  const Device d = placement("top_window", {&x, &values, &ids, &count});
+  require_f32("top_window", x);
+  require_f32("top_window", values);
+  check(x.numel() > 0 && x.numel() == x.dim(-1), ErrorKind::kInternal, "top_window: x {} is not one row",
+        x.shape.str());
+  require_i32("top_window", ids, values.numel());
+  require_i32("top_window", count, 1);
+  check(window >= 0.0f, ErrorKind::kInternal, "top_window: window {}", window);
+  STRATA_CUDA_DISPATCH("top_window", d, cuda::top_window(x, window, values, ids, count));
+  cpu::top_window(x, window, values, ids, count);
+}
+
 void zero(const Tensor& x) {
   const Device d = placement("zero", {&x});
   STRATA_CUDA_DISPATCH("zero", d, cuda::fill_zero(x.data, x.nbytes()));

@@ -94,6 +94,13 @@ void store_rows(const Tensor& src, const Tensor& positions, const Tensor& dst);
 // out: I32 [rows] (greedy sampling without moving logits off the device).
 void argmax(const Tensor& x, const Tensor& out);
 
+// The entries of one row x (F32 [V]) within `window` of its largest value (x[i] ≥ max − window;
+// NaNs never): count (I32 [1]) receives how many there are, and values (F32 [C]) and ids (I32 [C])
+// the first C of them found, in no particular order (the CPU: ascending ids). When count > C, which
+// ones were written is unspecified. Lets a sampler fetch the tokens that can matter instead of the
+// whole row.
+void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count);
+
 // x = 0.
 void zero(const Tensor& x);
 

@@ -1,6 +1,7 @@
 // CPU elementwise ops: embedding lookup, bias, RMSNorm, SwiGLU, residual add, row copies.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
@@ -85,6 +86,24 @@ void argmax(const Tensor& x, const Tensor& out) {
       if (row[i] > row[best]) best = i;
     out.as<int32_t>()[r] = static_cast<int32_t>(best);
   }
+}
+
+void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count) {
+  const float* row = x.as<const float>();
+  const int64_t V = x.numel(), capacity = values.numel();
+  float top = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < V; ++i) top = std::fmax(top, row[i]);  // fmax skips NaNs
+  const float floor = top - window;
+  int32_t n = 0;
+  for (int64_t i = 0; i < V; ++i) {
+    if (!(row[i] >= floor)) continue;  // NaNs fail the comparison
+    if (n < capacity) {
+      values.as<float>()[n] = row[i];
+      ids.as<int32_t>()[n] = static_cast<int32_t>(i);
+    }
+    ++n;
+  }
+  count.as<int32_t>()[0] = n;
 }
 
 void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) {

@@ -462,6 +462,67 @@ __global__ void argmax_merge_kernel(const Best* __restrict__ partial, int64_t ch
   if (threadIdx.x == 0) out[r] = final_index(x + r * V, bi);
 }
 
+// ---- top_window ----
+
+constexpr int kWindowThreads = 256;
+constexpr int64_t kWindowChunk = 8192;  // elements per block
+
+// The largest non-NaN value of the row: per chunk, then every block of the collect kernel merges
+// the chunks' values (fmaxf skips NaNs; a chunk of NaNs gives -inf).
+__device__ inline float block_max(float v, float* warp_values) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_values[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x / 32) ? warp_values[lane] : -INFINITY;
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;  // in every warp
+}
+
+__global__ void __launch_bounds__(kWindowThreads)
+    window_max_kernel(const float* __restrict__ x, int64_t V, float* __restrict__ chunk_max) {
+  wait_for_inputs();
+  __shared__ float warp_values[kWindowThreads / 32];
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kWindowChunk;
+  const int64_t end = std::min(V, begin + kWindowChunk);
+  float v = -INFINITY;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kWindowThreads) v = fmaxf(v, __ldg(x + i));
+  v = block_max(v, warp_values);
+  if (threadIdx.x == 0) chunk_max[blockIdx.x] = v;
+}
+
+// Each block takes the row's maximum from the chunks' and appends its chunk's entries within the
+// window, a warp reserving its slots with one atomic.
+__global__ void __launch_bounds__(kWindowThreads)
+    window_collect_kernel(const float* __restrict__ x, int64_t V, const float* __restrict__ chunk_max,
+                          int64_t chunks, float window, int64_t capacity, float* __restrict__ values,
+                          int32_t* __restrict__ ids, int32_t* __restrict__ count) {
+  wait_for_inputs();
+  __shared__ float warp_values[kWindowThreads / 32];
+  float top = -INFINITY;
+  for (int64_t c = threadIdx.x; c < chunks; c += kWindowThreads) top = fmaxf(top, chunk_max[c]);
+  const float floor = block_max(top, warp_values) - window;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kWindowChunk;
+  const int64_t end = std::min(V, begin + kWindowChunk);
+  const int lane = threadIdx.x % 32;
+  // Whole warps walk the chunk together, so the ballot covers every lane.
+  for (int64_t base = begin + threadIdx.x - lane; base < end; base += kWindowThreads) {
+    const int64_t i = base + lane;
+    const float v = i < end ? __ldg(x + i) : NAN;
+    const bool take = v >= floor;  // NaNs fail the comparison
+    const unsigned mask = __ballot_sync(0xffffffffu, take);
+    if (mask == 0) continue;
+    int32_t first = 0;
+    if (lane == 0) first = atomicAdd(count, __popc(mask));
+    first = __shfl_sync(0xffffffffu, first, 0);
+    const int64_t slot = first + __popc(mask & ((1u << lane) - 1u));
+    if (take && slot < capacity) {
+      values[slot] = v;
+      ids[slot] = static_cast<int32_t>(i);
+    }
+  }
+}
+
 }  // namespace
 
 void copy_rows(const void* src, const int32_t* src_rows, int64_t src_limit, void* dst,
@@ -590,6 +651,17 @@ void split_columns(const Tensor& x, std::span<const Tensor> outs) {
     default:
       launch_split<1>(x, outs, rows, es);
   }
+}
+
+void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count) {
+  const int64_t V = x.numel();
+  const int64_t chunks = (V + kWindowChunk - 1) / kWindowChunk;
+  auto* chunk_max = static_cast<float*>(workspace(WorkspaceSlot::kSample, static_cast<size_t>(chunks) * sizeof(float)));
+  fill_zero(count.data, sizeof(int32_t));
+  launch(window_max_kernel, static_cast<unsigned>(chunks), kWindowThreads, 0, x.as<const float>(), V, chunk_max);
+  launch(window_collect_kernel, static_cast<unsigned>(chunks), kWindowThreads, 0, x.as<const float>(), V,
+         static_cast<const float*>(chunk_max), chunks, window, values.numel(), values.as<float>(), ids.as<int32_t>(),
+         count.as<int32_t>());
 }
 
 void argmax(const Tensor& x, const Tensor& out) {

@@ -346,6 +346,41 @@ TEST_F(CudaElementwise, ArgmaxMatchesCpuWithTiesAndNaNs) {
   }
 }
 
+// ---- top_window ----
+
+// The same set of (id, value) pairs as the CPU, in any order; the count also when it passes the
+// capacity.
+TEST_F(CudaElementwise, TopWindowMatchesCpuAsASet) {
+  for (int64_t V : {248320, 8193, 1000, 7}) {
+    for (float window : {0.0f, 1.5f, 3.0f, 100.0f}) {
+      HostTensor x = random_tensor({V}, 19);
+      float* p = x.as<float>();
+      p[V / 2] = std::numeric_limits<float>::quiet_NaN();
+      p[V - 1] = 2.5f;  // ties with the largest
+      p[V / 3] = 2.5f;
+      const int64_t capacity = 4096;
+      HostTensor values(DType::kF32, {capacity}), ids(DType::kI32, {capacity}), count(DType::kI32, {1});
+      backend::cpu::top_window(x, window, values, ids, count);
+      const DeviceCopy dx = to_device(x), dv = to_device(HostTensor(DType::kF32, {capacity})),
+                       di = to_device(int_tensor(std::vector<int32_t>(capacity, -1))),
+                       dc = to_device(int_tensor({-1}));
+      backend::top_window(dx.view, window, dv.view, di.view, dc.view);
+      const HostTensor gc = backend::to_host(dc.view), gv = backend::to_host(dv.view), gi = backend::to_host(di.view);
+      const std::string what = "V " + std::to_string(V) + " window " + std::to_string(window);
+      const int32_t n = count.as<int32_t>()[0];
+      ASSERT_EQ(gc.as<int32_t>()[0], n) << what;
+      if (n > capacity) continue;  // which ones were kept is unspecified
+      std::vector<std::pair<int32_t, float>> want, got;
+      for (int32_t i = 0; i < n; ++i) {
+        want.emplace_back(ids.as<int32_t>()[i], values.as<float>()[i]);
+        got.emplace_back(gi.as<int32_t>()[i], gv.as<float>()[i]);
+      }
+      std::sort(got.begin(), got.end());
+      EXPECT_EQ(got, want) << what;
+    }
+  }
+}
+
 // ---- MoE ----
 
 TEST_F(CudaElementwise, TopkSoftmaxMatchesCpuWithTies) {
