@@ -33,10 +33,12 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
   }
 }
 
-bool Sampler::plain_greedy() const {
-  return params_.temperature <= 0.0f && params_.repetition_penalty == 1.0f && params_.presence_penalty == 0.0f &&
-         params_.frequency_penalty == 0.0f && params_.logit_bias.empty();
+bool Sampler::edits_logits() const {
+  return params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f ||
+         !params_.logit_bias.empty();
 }
+
+bool Sampler::plain_greedy() const { return params_.temperature <= 0.0f && !edits_logits(); }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
   check(!logits.empty(), ErrorKind::kInternal, "sample: empty logits");
@@ -48,67 +50,102 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   candidates_.reserve(logits.size());
   for (size_t i = 0; i < logits.size(); ++i)
     if (std::isfinite(logits[i]) || logits[i] > 0) candidates_.emplace_back(logits[i] / params_.temperature, static_cast<int32_t>(i));
+  return draw();
+}
+
+int32_t Sampler::sample_from(std::span<const float> values, std::span<const int32_t> ids) {
+  check(params_.temperature > 0.0f && !edits_logits() && values.size() == ids.size(), ErrorKind::kInternal,
+        "sample_from: temperature sampling of unedited logits only");
+  candidates_.clear();
+  candidates_.reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    if (std::isfinite(values[i]) || values[i] > 0) candidates_.emplace_back(values[i] / params_.temperature, ids[i]);
+  return draw();
+}
+
+namespace {
+
+// Candidates from the most likely down; ties: the lower id first (a strict order, so "the n best" is
+// one set).
+bool more_likely(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+}  // namespace
+
+size_t Sampler::best_reaching(double target) {
+  // A sorted head growing 4× at a time while it is short (a peaked row ends there), then selection
+  // by halves instead of a sort (a full sort of a 250K vocabulary costs ~15 ms a token): [0, lo)
+  // holds the lo best candidates, of total probability `before`; the answer lies in [lo, hi).
+  auto at = [&](size_t i) { return candidates_.begin() + static_cast<std::ptrdiff_t>(i); };
+  size_t lo = 0, hi = candidates_.size();
+  double before = 0.0;
+  for (size_t head = 256; lo < hi && (lo == 0 || head <= hi / 16); head *= 4) {
+    const size_t end = std::min(head, hi);
+    std::partial_sort(at(lo), at(end), at(hi), more_likely);
+    for (size_t i = lo; i < end; ++i) {
+      before += candidates_[i].first;
+      if (before >= target) return i + 1;
+    }
+    lo = end;
+  }
+  while (hi - lo > 64) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(at(lo), at(mid), at(hi), more_likely);
+    double mass = 0.0;
+    for (size_t i = lo; i < mid; ++i) mass += candidates_[i].first;
+    if (before + mass >= target) {
+      hi = mid;
+    } else {
+      before += mass;
+      lo = mid;
+    }
+  }
+  std::sort(at(lo), at(hi), more_likely);
+  for (size_t i = lo; i < hi; ++i) {
+    before += candidates_[i].first;
+    if (before >= target) return i + 1;
+  }
+  return hi;  // rounding left the target above the total: every candidate up to hi
+}
+
+int32_t Sampler::draw() {
   check(!candidates_.empty(), ErrorKind::kInvalidInput, "every token was masked out");
-  // Candidates are visited from the most likely down (ties: the lower id first). A full sort of a
-  // 250K vocabulary costs ~15 ms a token, so only the prefix the walk reaches gets sorted, in growing
-  // steps; candidates_[0, sorted) is always that prefix, in order.
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  size_t sorted = 0;
-  auto sort_through = [&](size_t n) {  // makes candidates_[0, n] sorted (n < size)
-    if (n < sorted) return;
-    const size_t to = std::min(candidates_.size(), std::max({n + 1, 2 * sorted, size_t{256}}));
-    std::partial_sort(candidates_.begin() + static_cast<std::ptrdiff_t>(sorted),
-                      candidates_.begin() + static_cast<std::ptrdiff_t>(to), candidates_.end(), by_logit);
-    sorted = to;
-  };
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < candidates_.size()) {
-    sort_through(static_cast<size_t>(params_.top_k) - 1);
+    // A heap of k for the usual small k; selection by halves for a large one.
+    const auto kth = candidates_.begin() + params_.top_k;
+    if (params_.top_k <= 4096) {
+      std::partial_sort(candidates_.begin(), kth, candidates_.end(), more_likely);
+    } else {
+      std::nth_element(candidates_.begin(), kth - 1, candidates_.end(), more_likely);
+    }
     candidates_.resize(static_cast<size_t>(params_.top_k));
-    sorted = std::min(sorted, candidates_.size());
   }
   // Softmax over the kept candidates.
-  sort_through(0);
-  const float max_logit = candidates_[0].first;
+  float max_logit = candidates_[0].first;
+  for (const auto& c : candidates_) max_logit = std::max(max_logit, c.first);
   double total = 0.0;
   for (auto& c : candidates_) {
     c.first = std::exp(c.first - max_logit);
     total += c.first;
   }
-  for (auto& c : candidates_) c.first = static_cast<float>(c.first / total);
-  // Probabilities keep the logits' order, so the sorted prefix stays sorted.
-  if (params_.top_p < 1.0f) {
-    double cum = 0.0;
-    size_t n = 0;
-    while (n < candidates_.size()) {
-      sort_through(n);
-      cum += candidates_[n].first;
-      ++n;
-      if (cum >= params_.top_p) break;
-    }
-    candidates_.resize(std::max<size_t>(n, 1));
-    sorted = std::min(sorted, candidates_.size());
+  float best = 0.0f;
+  for (auto& c : candidates_) {
+    c.first = static_cast<float>(c.first / total);
+    best = std::max(best, c.first);
   }
+  // Probabilities keep the logits' order, so "most likely" is unchanged.
+  if (params_.top_p < 1.0f) candidates_.resize(std::max<size_t>(best_reaching(params_.top_p), 1));
   if (params_.min_p > 0.0f) {
-    const float threshold = params_.min_p * candidates_[0].first;
-    size_t n = 1;
-    while (n < candidates_.size()) {
-      sort_through(n);
-      if (candidates_[n].first < threshold) break;
-      ++n;
-    }
-    candidates_.resize(n);
-    sorted = std::min(sorted, candidates_.size());
+    const float threshold = params_.min_p * best;  // the best candidate always stays (min_p ≤ 1)
+    std::erase_if(candidates_, [&](const auto& c) { return c.first < threshold; });
   }
   double mass = 0.0;
   for (const auto& c : candidates_) mass += c.first;
   std::uniform_real_distribution<double> uniform(0.0, mass);
-  double r = uniform(rng_);
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    sort_through(i);
-    r -= candidates_[i].first;
-    if (r <= 0.0) return candidates_[i].second;
-  }
-  return candidates_.back().second;
+  const double r = uniform(rng_);
+  // The first candidate, from the most likely down, at which the running probability reaches r.
+  return candidates_[best_reaching(r) - 1].second;
 }
 
 }  // namespace strata::runtime

@@ -147,6 +147,28 @@ TEST_P(CudaModels, EngineGreedyTokensEqualTheCpuEngine) {
   EXPECT_EQ(logprobs.size(), a.tokens.size());
 }
 
+// Temperature sampling on the GPU fetches only the tokens within the window of the best one; with
+// logprobs asked for, the whole row comes back and the host sampler sees every token: the same
+// seeded draws.
+TEST_P(CudaModels, EngineSampledTokensFromTheWindowEqualTheWholeRow) {
+  const test::Golden g = test::load_golden(GetParam());
+  runtime::Engine gpu(model::load_model(path(), on(Device::kCuda)), {});
+  runtime::GenerationRequest req;
+  req.prompt = g.prompt;
+  req.max_tokens = 24;
+  for (const runtime::SamplingParams& p :
+       {runtime::SamplingParams{1.0f}, runtime::SamplingParams{0.7f, 20, 0.9f}, runtime::SamplingParams{1.2f, 0, 1.0f, 0.1f}}) {
+    req.sampling = p;
+    req.sampling.seed = 7;
+    req.top_logprobs = -1;
+    req.on_logprob = nullptr;
+    const std::vector<int32_t> window = gpu.generate(req, {}).tokens;
+    req.top_logprobs = 0;
+    req.on_logprob = [](const runtime::TokenLogprob&) {};
+    EXPECT_EQ(gpu.generate(req, {}).tokens, window) << "temperature " << p.temperature;
+  }
+}
+
 TEST_P(CudaModels, SnapshotRestoreAndStateMovesBetweenDevices) {
   const test::Golden g = test::load_golden(GetParam());
   auto gpu = model::load_model(path(), on(Device::kCuda));

@@ -98,6 +98,32 @@ TEST(Sampler, PenaltiesAndBiasChangeTheChoice) {
   EXPECT_EQ(draw(p, logits()), 4);
 }
 
+// A row whose tail lies far below the window: sampling from the window's tokens alone, handed over
+// in any order, draws the tokens the whole row gives for every seed and truncation.
+TEST(Sampler, SampleFromTheWindowEqualsTheWholeRow) {
+  std::vector<float> row(5000);
+  for (size_t i = 0; i < row.size(); ++i) row[i] = -60.0f - static_cast<float>(i % 7);  // the tail
+  const std::vector<int32_t> near = {4000, 17, 2500, 3, 999, 4999, 1234};
+  for (size_t j = 0; j < near.size(); ++j) row[static_cast<size_t>(near[j])] = 2.0f - 0.4f * static_cast<float>(j);
+  row[1234] = row[17];  // a tie: the lower id comes first in both
+  std::vector<float> values;
+  for (int32_t id : near) values.push_back(row[static_cast<size_t>(id)]);
+  for (SamplingParams p : {SamplingParams{}, SamplingParams{0.7f, 0, 0.9f}, SamplingParams{1.3f, 3, 1.0f, 0.05f}}) {
+    for (uint64_t seed : {1u, 2u, 3u}) {
+      p.seed = seed;
+      Sampler whole(p), part(p);
+      for (int i = 0; i < 200; ++i) {
+        std::vector<float> l = row;
+        ASSERT_EQ(part.sample_from(values, near), whole.sample(l, {})) << "seed " << seed << " draw " << i;
+      }
+    }
+  }
+  SamplingParams penalized;
+  penalized.presence_penalty = 0.5f;
+  Sampler s(penalized);
+  EXPECT_THROW(s.sample_from(values, near), Error);  // penalties need the whole row
+}
+
 TEST(Sampler, RejectsInvalidParameters) {
   SamplingParams p;
   p.top_p = 0;
