@@ -52,6 +52,7 @@ struct Settings {
   int64_t decode = 0;             // tokens per decode run
   int64_t layers = 0;             // 0: the shape's own
   bool breakdown = false;
+  runtime::SamplingParams sampling;  // of the timed requests
 };
 
 Settings resolve(const BenchArgs& args) {
@@ -70,6 +71,10 @@ Settings resolve(const BenchArgs& args) {
   s.decode = args.decode > 0 ? args.decode : args.quick ? 8 : 128;
   s.layers = args.layers;
   s.breakdown = args.breakdown && s.device == Device::kCuda;
+  check(args.top_p > 0.0f && args.top_p <= 1.0f, ErrorKind::kInvalidInput, "--top-p must be in (0, 1]");
+  s.sampling.temperature = args.temperature;
+  s.sampling.top_p = args.top_p;
+  s.sampling.seed = 1;
   for (int64_t n : s.prompts)
     check(n > 0, ErrorKind::kInvalidInput, "--prompt lengths must be positive");
   for (int64_t n : s.contexts)
@@ -143,17 +148,18 @@ struct Timed {
   std::vector<double> token_times;  // seconds since the call began, one per token
 };
 
-// Greedy requests over deterministic token ids, with no stop tokens: every run generates exactly
-// max_tokens. `on_token(k)` runs after token k (1-based) is timed.
+// Requests over deterministic token ids, with no stop tokens: every run generates exactly
+// max_tokens (greedy unless `sampling` says otherwise). `on_token(k)` runs after token k (1-based)
+// is timed.
 Timed generate(runtime::Engine& engine, int64_t prompt, int64_t max_tokens,
-               const std::function<void(size_t)>& on_token = {}) {
+               const std::function<void(size_t)>& on_token = {}, const runtime::SamplingParams& sampling = {0.0f}) {
   const int64_t vocab = engine.model().config().vocab_size;
   runtime::GenerationRequest request;
   request.prompt.resize(static_cast<size_t>(prompt));
   for (int64_t i = 0; i < prompt; ++i)
     request.prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 1) % vocab);
   request.max_tokens = max_tokens;
-  request.sampling.temperature = 0.0f;
+  request.sampling = sampling;
   Timed t;
   const auto t0 = Clock::now();
   t.result = engine.generate(request, [&](int32_t) {
@@ -333,7 +339,7 @@ Row bench_one(const std::string& shape, int bits, const Settings& s,
     // The median of kPrefillRuns requests (one prefill is tens of milliseconds: single runs vary
     // by 20-30% on an H100).
     std::vector<Timed> runs;
-    for (int r = 0; r < kPrefillRuns; ++r) runs.push_back(generate(*engine, s.prompts[i], 1, sample_peak));
+    for (int r = 0; r < kPrefillRuns; ++r) runs.push_back(generate(*engine, s.prompts[i], 1, sample_peak, s.sampling));
     std::sort(runs.begin(), runs.end(), [](const Timed& a, const Timed& b) {
       return a.result.prefill_seconds < b.result.prefill_seconds;
     });
@@ -347,7 +353,7 @@ Row bench_one(const std::string& shape, int bits, const Settings& s,
   for (int64_t context : s.contexts) {
     std::fprintf(stderr, "bench: %s: decode %lld after %lld\n", tag.c_str(),
                  static_cast<long long>(s.decode), static_cast<long long>(context));
-    const Timed t = generate(*engine, context, s.decode, sample_peak);
+    const Timed t = generate(*engine, context, s.decode, sample_peak, s.sampling);
     const DecodeRate r = steady_rate(t, context);
     row.decode_tok_s.push_back(r.tok_s);
     row.decode_engine_tok_s.push_back(static_cast<double>(s.decode - 1) / t.result.decode_seconds);
@@ -421,14 +427,14 @@ std::string notes(const Settings& s, const std::vector<Row>& rows) {
   std::string out = fmt::format(
       "\nSynthetic random-weight checkpoints of the real shapes (MLX affine codes, group 64, bf16 "
       "scales), built in "
-      "memory and loaded on the device; greedy decoding with no stop tokens; prefill in chunks of "
+      "memory and loaded on the device; {} with no stop tokens; prefill in chunks of "
       "{} tokens; one "
       "untimed warm-up request first.\n"
       "- prefill tok/s: prompt tokens / the Engine's prefill_seconds (a max_tokens=1 request; the median of 3).\n"
       "- TTFT: wall time of generate() for the first prompt length with max_tokens=1 (the run with the median prefill): per-request "
       "state setup "
       "(a KV cache for the whole context this run needs), the prefill and the first token's pick.\n"
-      "- decode @C tok/s: after a C-token prompt, N = {} greedy tokens; steady state: tokens 4..{} "
+      "- decode @C tok/s: after a C-token prompt, N = {} tokens; steady state: tokens 4..{} "
       "over the time from "
       "token 3 to token {} (token 1 comes from the prefill; the steps making tokens 2 and 3 run "
       "eagerly and capture "
@@ -450,6 +456,9 @@ std::string notes(const Settings& s, const std::vector<Row>& rows) {
       "the largest value seen when a request's first token arrived (its state and the grown "
       "scratch allocated): "
       "an approximation of the peak.\n",
+      s.sampling.temperature > 0.0f
+          ? fmt::format("sampling at temperature {} and top_p {} (seed 1)", s.sampling.temperature, s.sampling.top_p)
+          : std::string("greedy decoding"),
       kPrefillChunk, n, n, n);
   out += "\nPer model:\n";
   bool first = true;

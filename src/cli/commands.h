@@ -99,6 +99,8 @@ struct BenchArgs {
   std::vector<int64_t> contexts;  // prompts before decoding; empty: 512, 16384 (--quick: 16, 64)
   int64_t layers = 0;             // keep the first N layers of each shape; 0: all
   bool breakdown = true;          // per-op times of a Qwen3.5-9B decode step (CUDA only)
+  float temperature = 0.0f;       // sampling of the timed requests; 0: greedy
+  float top_p = 1.0f;
   bool quick = false;
   std::string output;        // also write the markdown here
   std::string command_line;  // printed above the table

@@ -129,6 +129,12 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   bench_cmd
+      ->add_option("--temperature", bench.temperature,
+                   "Sample the timed requests at this temperature (seed 1; default 0: greedy)")
+      ->check(CLI::Range(0.0f, 100.0f));
+  bench_cmd->add_option("--top-p", bench.top_p, "Nucleus for --temperature (default 1: off)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  bench_cmd
       ->add_option("--layers", bench.layers,
                    "Keep only each shape's first N layers (quick checks; not the model's speed)")
       ->check(CLI::PositiveNumber);
