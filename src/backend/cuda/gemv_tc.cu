@@ -396,8 +396,8 @@ struct Shape {
 
 // As many blocks as are resident at once (or one per m-tile, if fewer), and the block shape that
 // takes the longest range in the fewest tile steps per warp, counting one more per pass for the
-// pipeline filling; ties go to fewer passes. STRATA_GEMV_ROW_WARPS (1, 2, 4 or 8) fixes the row
-// groups per block, for tuning.
+// pipeline filling; ties go to fewer passes, and no block has more row groups than m-tiles.
+// STRATA_GEMV_ROW_WARPS (1, 2, 4 or 8) fixes the row groups per block, for tuning.
 Shape choose_shape(unsigned tiles16, int64_t tiles, int resident_blocks) {
   static const int forced = [] {
     const char* env = std::getenv("STRATA_GEMV_ROW_WARPS");
@@ -414,6 +414,7 @@ Shape choose_shape(unsigned tiles16, int64_t tiles, int resident_blocks) {
     const int64_t cost = (longest + row_warps - 1) / row_warps * ((tiles + k_warps - 1) / k_warps + 1);
     const Shape s{row_warps, k_warps, grid};
     if (forced == row_warps) return s;
+    if (row_warps > longest) continue;  // row groups that would have no m-tile
     if (best.grid == 0 || cost < best_cost) best = s, best_cost = cost;
   }
   return best;
