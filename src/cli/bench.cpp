@@ -148,11 +148,18 @@ struct Timed {
   std::vector<double> token_times;  // seconds since the call began, one per token
 };
 
+runtime::SamplingParams greedy() {
+  runtime::SamplingParams p;
+  p.temperature = 0.0f;
+  return p;
+}
+
 // Requests over deterministic token ids, with no stop tokens: every run generates exactly
 // max_tokens (greedy unless `sampling` says otherwise). `on_token(k)` runs after token k (1-based)
 // is timed.
 Timed generate(runtime::Engine& engine, int64_t prompt, int64_t max_tokens,
-               const std::function<void(size_t)>& on_token = {}, const runtime::SamplingParams& sampling = {0.0f}) {
+               const std::function<void(size_t)>& on_token = {},
+               const runtime::SamplingParams& sampling = greedy()) {
   const int64_t vocab = engine.model().config().vocab_size;
   runtime::GenerationRequest request;
   request.prompt.resize(static_cast<size_t>(prompt));

@@ -156,8 +156,13 @@ TEST_P(CudaModels, EngineSampledTokensFromTheWindowEqualTheWholeRow) {
   runtime::GenerationRequest req;
   req.prompt = g.prompt;
   req.max_tokens = 24;
-  for (const runtime::SamplingParams& p :
-       {runtime::SamplingParams{1.0f}, runtime::SamplingParams{0.7f, 20, 0.9f}, runtime::SamplingParams{1.2f, 0, 1.0f, 0.1f}}) {
+  auto params = [](float temperature, int top_k, float top_p, float min_p) {
+    runtime::SamplingParams p;
+    p.temperature = temperature, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p;
+    return p;
+  };
+  for (const runtime::SamplingParams& p : {params(1.0f, 0, 1.0f, 0.0f), params(0.7f, 20, 0.9f, 0.0f),
+                                           params(1.2f, 0, 1.0f, 0.1f)}) {
     req.sampling = p;
     req.sampling.seed = 7;
     req.top_logprobs = -1;

@@ -108,7 +108,12 @@ TEST(Sampler, SampleFromTheWindowEqualsTheWholeRow) {
   row[1234] = row[17];  // a tie: the lower id comes first in both
   std::vector<float> values;
   for (int32_t id : near) values.push_back(row[static_cast<size_t>(id)]);
-  for (SamplingParams p : {SamplingParams{}, SamplingParams{0.7f, 0, 0.9f}, SamplingParams{1.3f, 3, 1.0f, 0.05f}}) {
+  auto params = [](float temperature, int top_k, float top_p, float min_p) {
+    SamplingParams p;
+    p.temperature = temperature, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p;
+    return p;
+  };
+  for (SamplingParams p : {params(1.0f, 0, 1.0f, 0.0f), params(0.7f, 0, 0.9f, 0.0f), params(1.3f, 3, 1.0f, 0.05f)}) {
     for (uint64_t seed : {1u, 2u, 3u}) {
       p.seed = seed;
       Sampler whole(p), part(p);
