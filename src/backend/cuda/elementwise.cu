@@ -394,8 +394,8 @@ __device__ inline int32_t final_index(const float* row, int32_t bi) {
   return (isnan(row[0]) || bi == kNone) ? 0 : bi;
 }
 
-// Block (chunk, row): the best of its chunk, written to partial[row, chunk]; with a single chunk
-// per row the block writes the answer itself.
+// Block (chunk, row): the best of its chunk, written to partial[row, chunk]; without partial (a
+// single chunk per row) the block writes the answer itself.
 template <bool kVec>
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_partial_kernel(const float* __restrict__ x, int64_t rows, int64_t V,
@@ -435,7 +435,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
       bi = lane < kArgmaxThreads / 32 ? warp_bests[lane].i : kNone;
       warp_best(bv, bi);
       if (lane == 0) {
-        if (gridDim.x == 1) {
+        if (partial == nullptr) {
           out[r] = final_index(row, bi);
         } else {
           partial[r * gridDim.x + blockIdx.x] = {bv, bi};
@@ -462,51 +462,33 @@ __global__ void argmax_merge_kernel(const Best* __restrict__ partial, int64_t ch
   if (threadIdx.x == 0) out[r] = final_index(x + r * V, bi);
 }
 
+// argmax_partial_kernel over rows × chunks (grid), with float4 loads where the rows allow them.
+void launch_chunk_bests(const float* x, int64_t rows, int64_t V, dim3 grid, Best* partial, int32_t* out) {
+  if (V % 4 == 0 && aligned(x, 16)) {
+    launch(argmax_partial_kernel<true>, grid, kArgmaxThreads, 0, x, rows, V, partial, out);
+  } else {
+    launch(argmax_partial_kernel<false>, grid, kArgmaxThreads, 0, x, rows, V, partial, out);
+  }
+}
+
 // ---- top_window ----
 
-constexpr int kWindowThreads = 256;
-constexpr int64_t kWindowChunk = 8192;  // elements per block
-
-// The largest non-NaN value of the row: per chunk, then every block of the collect kernel merges
-// the chunks' values (fmaxf skips NaNs; a chunk of NaNs gives -inf).
-__device__ inline float block_max(float v, float* warp_values) {
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) warp_values[warp] = v;
-  __syncthreads();
-  v = lane < static_cast<int>(blockDim.x / 32) ? warp_values[lane] : -INFINITY;
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;  // in every warp
-}
-
-__global__ void __launch_bounds__(kWindowThreads)
-    window_max_kernel(const float* __restrict__ x, int64_t V, float* __restrict__ chunk_max) {
+// Each block takes the row's maximum from the chunks' bests (argmax_partial_kernel's; NaNs never
+// win, a chunk of NaNs gives -inf) and appends its chunk's entries within the window, a warp
+// reserving its slots with one atomic.
+__global__ void __launch_bounds__(kArgmaxThreads)
+    window_collect_kernel(const float* __restrict__ x, int64_t V, const Best* __restrict__ chunk_best,
+                          float window, int64_t capacity, float* __restrict__ values, int32_t* __restrict__ ids,
+                          int32_t* __restrict__ count) {
   wait_for_inputs();
-  __shared__ float warp_values[kWindowThreads / 32];
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kWindowChunk;
-  const int64_t end = std::min(V, begin + kWindowChunk);
-  float v = -INFINITY;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kWindowThreads) v = fmaxf(v, __ldg(x + i));
-  v = block_max(v, warp_values);
-  if (threadIdx.x == 0) chunk_max[blockIdx.x] = v;
-}
-
-// Each block takes the row's maximum from the chunks' and appends its chunk's entries within the
-// window, a warp reserving its slots with one atomic.
-__global__ void __launch_bounds__(kWindowThreads)
-    window_collect_kernel(const float* __restrict__ x, int64_t V, const float* __restrict__ chunk_max,
-                          int64_t chunks, float window, int64_t capacity, float* __restrict__ values,
-                          int32_t* __restrict__ ids, int32_t* __restrict__ count) {
-  wait_for_inputs();
-  __shared__ float warp_values[kWindowThreads / 32];
   float top = -INFINITY;
-  for (int64_t c = threadIdx.x; c < chunks; c += kWindowThreads) top = fmaxf(top, chunk_max[c]);
-  const float floor = block_max(top, warp_values) - window;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kWindowChunk;
-  const int64_t end = std::min(V, begin + kWindowChunk);
+  for (unsigned c = 0; c < gridDim.x; ++c) top = fmaxf(top, chunk_best[c].v);  // a few dozen values
+  const float floor = top - window;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kArgmaxChunk;
+  const int64_t end = std::min(V, begin + kArgmaxChunk);
   const int lane = threadIdx.x % 32;
   // Whole warps walk the chunk together, so the ballot covers every lane.
-  for (int64_t base = begin + threadIdx.x - lane; base < end; base += kWindowThreads) {
+  for (int64_t base = begin + threadIdx.x - lane; base < end; base += kArgmaxThreads) {
     const int64_t i = base + lane;
     const float v = i < end ? __ldg(x + i) : NAN;
     const bool take = v >= floor;  // NaNs fail the comparison
@@ -655,13 +637,13 @@ void split_columns(const Tensor& x, std::span<const Tensor> outs) {
 
 void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count) {
   const int64_t V = x.numel();
-  const int64_t chunks = (V + kWindowChunk - 1) / kWindowChunk;
-  auto* chunk_max = static_cast<float*>(workspace(WorkspaceSlot::kSample, static_cast<size_t>(chunks) * sizeof(float)));
+  const int64_t chunks = (V + kArgmaxChunk - 1) / kArgmaxChunk;
+  const float* px = x.as<const float>();
+  auto* best = static_cast<Best*>(workspace(WorkspaceSlot::kSample, static_cast<size_t>(chunks) * sizeof(Best)));
   fill_zero(count.data, sizeof(int32_t));
-  launch(window_max_kernel, static_cast<unsigned>(chunks), kWindowThreads, 0, x.as<const float>(), V, chunk_max);
-  launch(window_collect_kernel, static_cast<unsigned>(chunks), kWindowThreads, 0, x.as<const float>(), V,
-         static_cast<const float*>(chunk_max), chunks, window, values.numel(), values.as<float>(), ids.as<int32_t>(),
-         count.as<int32_t>());
+  launch_chunk_bests(px, 1, V, dim3(static_cast<unsigned>(chunks)), best, nullptr);
+  launch(window_collect_kernel, static_cast<unsigned>(chunks), kArgmaxThreads, 0, px, V, static_cast<const Best*>(best),
+         window, values.numel(), values.as<float>(), ids.as<int32_t>(), count.as<int32_t>());
 }
 
 void argmax(const Tensor& x, const Tensor& out) {
@@ -676,11 +658,7 @@ void argmax(const Tensor& x, const Tensor& out) {
     partial = static_cast<Best*>(
         workspace(WorkspaceSlot::kSample, static_cast<size_t>(rows * chunks) * sizeof(Best)));
   const dim3 grid(static_cast<unsigned>(chunks), grid_y_for(rows));
-  if (V % 4 == 0 && aligned(px, 16)) {
-    launch(argmax_partial_kernel<true>, grid, kArgmaxThreads, 0, px, rows, V, partial, po);
-  } else {
-    launch(argmax_partial_kernel<false>, grid, kArgmaxThreads, 0, px, rows, V, partial, po);
-  }
+  launch_chunk_bests(px, rows, V, grid, partial, po);
   if (chunks > 1) {
     launch(argmax_merge_kernel, static_cast<unsigned>(rows), 32, 0, partial, chunks, px, V, po);
   }
