@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2)
     const S* __restrict__ scales = static_cast<const S*>(seg.scales);
     const S* __restrict__ biases = static_cast<const S*>(seg.biases);
     const int64_t N = seg.n;
-    const int64_t warp_row0 = static_cast<int64_t>(m_tile - seg.first_block) * 16;
+    const int64_t warp_row0 = static_cast<int64_t>(m_tile - seg.first_unit) * 16;
     const int64_t t_end = busy ? tiles : 0;
 
     // Rows g and g+8 of the warp's m-tile: their codes from this lane's run, and their groups; rows
@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2)
       const unsigned m = pass + i / 16;
       if (m >= last) continue;
       const WeightSegment& out_seg = unit_segment(segs, m);
-      const int64_t row = static_cast<int64_t>(m - out_seg.first_block) * 16 + i % 16;
+      const int64_t row = static_cast<int64_t>(m - out_seg.first_unit) * 16 + i % 16;
       if (row >= out_seg.n) continue;
       float r = 0.0f;
       for (int w = 0; w < k_warps; ++w) r += partial[w * pass_rows + i];
@@ -423,7 +423,8 @@ Shape choose_shape(unsigned tiles16, int64_t tiles, int resident_blocks) {
 template <int kBits, int kFolds, bool kGlu, bool kSeparate, typename S>
 void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, const float* gate,
                  int64_t K) {
-  auto* kernel = gemv_tc_kernel<kBits, kFolds, kGlu, kSeparate, S>;
+  // Converted separately, the activations arrive with SiLU(gate) ⊙ up formed: one matmul kernel serves both.
+  auto* kernel = gemv_tc_kernel<kBits, kFolds, kGlu && !kSeparate, kSeparate, S>;
   const size_t smem = shared_bytes<kBits>(K);
   static int sms = 0;
   // Resident blocks per SM by K (shared memory grows with K); an instance sees few distinct K, and
