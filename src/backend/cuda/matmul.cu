@@ -85,7 +85,7 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Wei
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   // The block's warps share its kRowsPerWarp rows and split K between them, so even a short matrix
   // (4096 rows) fills every SM with enough loads in flight; shared memory sums the warps' parts.
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x - seg.first_block) * kRowsPerWarp;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x - seg.first_unit) * kRowsPerWarp;
   if (n0 >= N) return;  // uniform across the block
   const int rows = static_cast<int>(N - n0 < kRowsPerWarp ? N - n0 : kRowsPerWarp);
   const int64_t chunks = K / kPerChunk, groups = K / group_size;
