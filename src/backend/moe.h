@@ -1,9 +1,12 @@
 // Ops of the mixture-of-experts FFN: the router (softmax, top-k), moving token rows to and from an
-// expert's batch, and the sigmoid-gated shared expert. Same contract as backend/ops.h.
+// expert's batch, the routed experts of a few tokens with the routing left on the device, and the
+// sigmoid-gated shared expert. Same contract as backend/ops.h.
 #pragma once
 
 #include <span>
 
+#include "backend/memory.h"
+#include "backend/weight.h"
 #include "core/tensor.h"
 
 namespace strata::backend {
@@ -18,6 +21,22 @@ void gather_rows(const Tensor& src, std::span<const int32_t> rows, const Tensor&
 // dst[rows[i], :] += scale[i] · src[i, :].
 void scatter_add_rows(const Tensor& src, std::span<const int32_t> rows, std::span<const float> scale,
                       const Tensor& dst);
+
+// The routed experts of a few tokens, read from the router's output where it lies (a GPU step needs
+// no round trip to the host, so it can be replayed as a graph):
+//   out[t, :] = Σ_i weights[t, i] · down_e(SiLU(gate_e · x[t]) ⊙ (up_e · x[t])),  e = ids[t, i],
+// the terms added in ascending expert id (the order a loop over experts with gather_rows and
+// scatter_add_rows adds them). x, out: [T, H]; ids (I32, distinct within a row) and weights: [T, k];
+// gate, up: E weights [I, H]; down: E weights [H, I], all in one format; table: expert_table() of
+// them. On CUDA, T ≤ kMoeExpertsMaxTokens (each token's experts are read once per token).
+constexpr int64_t kMoeExpertsMaxTokens = 8;
+void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const Weight> gate,
+                 std::span<const Weight> up, std::span<const Weight> down, const Tensor& table, const Tensor& out);
+
+// What moe_experts needs to find the experts' weights on `device`: on a GPU, a table of their
+// addresses (built once, when the weights are loaded); on the CPU, nothing (an empty buffer).
+Buffer expert_table(Device device, std::span<const Weight> gate, std::span<const Weight> up,
+                    std::span<const Weight> down);
 
 // x[r, :] += sigmoid(gate[r]) · y[r, :] (gate: [rows, 1]).
 void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate);

@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "backend/gdn.h"
+#include "backend/moe.h"
 #include "backend/ops.h"
 #include "backend/tensor_test_util.h"
 #include "core/error.h"
+#include "formats/mlx_quant.h"
 
 namespace strata {
 namespace {
@@ -207,6 +209,103 @@ TEST(FusedOps, QkNormRopeStoreRejectsAPositionOutsideTheCache) {
   HostTensor q_out(DType::kF32, {1, 2, 16});
   EXPECT_THROW(backend::qk_norm_rope_store(q, k, v, {}, rope, positions, q_out, Tensor{}, kc, vc),
                Error);
+}
+
+// ---- moe_experts ----
+
+// Experts as the model holds them: E matrices each of gate and up [I, H] and down [H, I], F32 or
+// 4-bit in groups of 32 (host storage kept alive beside the weights).
+struct Experts {
+  std::vector<HostTensor> storage;
+  std::vector<backend::Weight> gate, up, down;
+};
+backend::Weight test_matrix(Experts& x, int64_t rows, int64_t cols, bool quantized, uint32_t seed) {
+  const HostTensor f = random_tensor({rows, cols}, seed, 0.1f);
+  if (!quantized) {
+    x.storage.push_back(clone(f));
+    return backend::Weight{x.storage.back().view(), {}, {}, 0, 0};
+  }
+  formats::QuantizedMatrix q = formats::quantize_affine(f.view(), formats::QuantParams{4, 32});
+  x.storage.push_back(std::move(q.weight));
+  x.storage.push_back(std::move(q.scales));
+  x.storage.push_back(std::move(q.biases));
+  const size_t n = x.storage.size();
+  return backend::Weight{x.storage[n - 3].view(), x.storage[n - 2].view(), x.storage[n - 1].view(), 4, 32};
+}
+Experts test_experts(int64_t E, int64_t I, int64_t H, bool quantized) {
+  Experts x;
+  x.storage.reserve(static_cast<size_t>(9 * E));  // views into it must not move
+  for (int64_t e = 0; e < E; ++e) {
+    x.gate.push_back(test_matrix(x, I, H, quantized, static_cast<uint32_t>(100 + 3 * e)));
+    x.up.push_back(test_matrix(x, I, H, quantized, static_cast<uint32_t>(101 + 3 * e)));
+    x.down.push_back(test_matrix(x, H, I, quantized, static_cast<uint32_t>(102 + 3 * e)));
+  }
+  return x;
+}
+
+// The op against the model's loop over experts (gather the rows routed to an expert, its SwiGLU,
+// scatter-add with the routing weights, experts in ascending id): the same fp32 operations in the
+// same order, so the same bits for one token (decode), and within 1e-5 relative for several, where
+// the loop hands an expert's rows to the F32 matmul together (BLAS sums them in its own order). An
+// id outside [0, E) (a NaN router row) adds nothing in both.
+TEST(FusedOps, MoeExpertsEqualsTheLoopOverExperts) {
+  const int64_t E = 6, I = 64, H = 96, k = 3;
+  for (bool quantized : {false, true}) {
+    const Experts x = test_experts(E, I, H, quantized);
+    for (int64_t T : {1, 4}) {
+      const HostTensor h = random_tensor({T, H}, 7);
+      std::vector<int32_t> id_list = {4, 1, 5, 0, 2, 3, 5, 4, 0, 3, -1, 1};
+      id_list.resize(static_cast<size_t>(T * k));
+      HostTensor ids = int_tensor(id_list);
+      Tensor ids_view = ids.view();
+      ids_view.shape = Shape{T, k};
+      const HostTensor w = random_tensor({T, k}, 8);
+      HostTensor got = test::nan_tensor({T, H});
+      const backend::Buffer table = backend::expert_table(Device::kCpu, x.gate, x.up, x.down);
+      backend::moe_experts(h, ids_view, w, x.gate, x.up, x.down, table, got);
+
+      HostTensor want(DType::kF32, {T, H});
+      backend::zero(want);
+      for (int32_t e = 0; e < E; ++e) {
+        std::vector<int32_t> rows;
+        std::vector<float> scale;
+        for (int64_t i = 0; i < T * k; ++i)
+          if (id_list[static_cast<size_t>(i)] == e) {
+            rows.push_back(static_cast<int32_t>(i / k));
+            scale.push_back(w.as<float>()[i]);
+          }
+        if (rows.empty()) continue;
+        const int64_t n = static_cast<int64_t>(rows.size());
+        HostTensor xe(DType::kF32, {n, H}), g(DType::kF32, {n, I}), u(DType::kF32, {n, I}), act(DType::kF32, {n, I}),
+            ye(DType::kF32, {n, H});
+        backend::gather_rows(h, rows, xe);
+        backend::matmul(xe, x.gate[static_cast<size_t>(e)], g);
+        backend::matmul(xe, x.up[static_cast<size_t>(e)], u);
+        backend::silu_mul_matmul(g, u, x.down[static_cast<size_t>(e)], act, ye);
+        backend::scatter_add_rows(ye, rows, scale, want);
+      }
+      const std::string what = std::string(quantized ? "4-bit" : "F32") + " T " + std::to_string(T);
+      if (T == 1) {
+        EXPECT_TRUE(same_bits(got, want)) << what;
+        continue;
+      }
+      for (int64_t i = 0; i < T * H; ++i) {
+        const float g = got.as<float>()[i], r = want.as<float>()[i];
+        ASSERT_LE(std::fabs(g - r), 1e-5f * (1.0f + std::fabs(r))) << what << " at " << i;
+      }
+    }
+  }
+}
+
+TEST(FusedOps, MoeExpertsRejectsExpertsOfTheWrongShape) {
+  const Experts x = test_experts(2, 16, 32, false);
+  const HostTensor h = random_tensor({1, 32}, 9), w = random_tensor({1, 2}, 10);
+  HostTensor ids = int_tensor({0, 1});
+  Tensor ids_view = ids.view();
+  ids_view.shape = Shape{1, 2};
+  HostTensor out(DType::kF32, {1, 32});
+  EXPECT_THROW(backend::moe_experts(h, ids_view, w, x.gate, x.down, x.down, {}, out), Error);  // up: [32, 16]
+  EXPECT_THROW(backend::moe_experts(h, ids_view, w, x.gate, x.up, std::span(x.down).first(1), {}, out), Error);
 }
 
 }  // namespace

@@ -42,6 +42,28 @@ inline HostTensor int_tensor(const std::vector<int32_t>& values) {
   return t;
 }
 
+// t (F32) rounded to `dtype` (F32, BF16 or F16) as stored, with the rounded values as F32 in as_f32:
+// the scales a GPU weight holds, and what a reference must compute with.
+inline HostTensor rounded(const Tensor& t, DType dtype, HostTensor& as_f32) {
+  HostTensor out(dtype, t.shape);
+  as_f32 = HostTensor(DType::kF32, t.shape);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = t.as<const float>()[i];
+    float r = v;
+    if (dtype == DType::kBF16) {
+      out.as<uint16_t>()[i] = f32_to_bf16(v);
+      r = bf16_to_f32(out.as<uint16_t>()[i]);
+    } else if (dtype == DType::kF16) {
+      out.as<uint16_t>()[i] = f32_to_f16(v);
+      r = f16_to_f32(out.as<uint16_t>()[i]);
+    } else {
+      out.as<float>()[i] = v;
+    }
+    as_f32.as<float>()[i] = r;
+  }
+  return out;
+}
+
 // RoPE inverse frequencies base^(−2i/rotary_dim), i < rotary_dim/2.
 inline std::vector<float> inv_freq(int rotary_dim, float base) {
   std::vector<float> f(static_cast<size_t>(rotary_dim / 2));

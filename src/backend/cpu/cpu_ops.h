@@ -44,6 +44,8 @@ void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tenso
 void gather_rows(const Tensor& src, std::span<const int32_t> rows, const Tensor& out);
 void scatter_add_rows(const Tensor& src, std::span<const int32_t> rows, std::span<const float> scale,
                       const Tensor& dst);
+void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const Weight> gate,
+                 std::span<const Weight> up, std::span<const Weight> down, const Tensor& out);
 void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate);
 
 // Dequantizes rows [row0, row0 + n) of a quantized weight into dst ([n, cols] F32).

@@ -52,6 +52,36 @@ void scatter_add_rows(const Tensor& src, std::span<const int32_t> rows, std::spa
   }
 }
 
+void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const Weight> gate,
+                 std::span<const Weight> up, std::span<const Weight> down, const Tensor& out) {
+  const int64_t T = x.dim(0), H = x.dim(1), k = ids.dim(1), E = static_cast<int64_t>(gate.size());
+  const int64_t I = gate[0].rows();
+  // Grow-only scratch: a decode step allocates nothing after warm-up.
+  static thread_local std::vector<float> scratch;
+  static thread_local std::vector<std::pair<int32_t, float>> routed;
+  scratch.resize(static_cast<size_t>(2 * I + H));
+  const auto view = [](float* p, int64_t n) { return Tensor{p, DType::kF32, Shape{1, n}, Device::kCpu}; };
+  const Tensor g = view(scratch.data(), I), u = view(scratch.data() + I, I), y = view(scratch.data() + 2 * I, H);
+  for (int64_t t = 0; t < T; ++t) {
+    routed.clear();
+    for (int64_t i = 0; i < k; ++i) {
+      const int32_t e = ids.as<const int32_t>()[t * k + i];
+      if (e >= 0 && e < E) routed.push_back({e, weights.as<const float>()[t * k + i]});  // no expert: adds nothing
+    }
+    std::sort(routed.begin(), routed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    float* o = out.as<float>() + t * H;
+    std::fill(o, o + H, 0.0f);
+    const Tensor xt = x.rows(t, t + 1);
+    for (const auto& [e, w] : routed) {
+      cpu::matmul(xt, gate[static_cast<size_t>(e)], g);
+      cpu::matmul(xt, up[static_cast<size_t>(e)], u);
+      cpu::silu_mul(g, u, g);
+      cpu::matmul(g, down[static_cast<size_t>(e)], y);
+      for (int64_t c = 0; c < H; ++c) o[c] += w * y.as<const float>()[c];
+    }
+  }
+}
+
 void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate) {
   const int64_t rows = gate.numel(), C = x.numel() / rows;
   for (int64_t r = 0; r < rows; ++r) {

@@ -1,6 +1,7 @@
 // Mixture-of-experts ops on the GPU: the router's softmax and top-k (one warp per token), moving
-// token rows into and out of an expert's batch, and the sigmoid-gated shared expert's residual add.
-// The row lists arrive as device tensors (backend/moe.cpp stages the host lists in stream order).
+// token rows into and out of an expert's batch, the routed experts of a few tokens read straight
+// from the router's output, and the sigmoid-gated shared expert's residual add. The row lists
+// arrive as device tensors (backend/moe.cpp stages the host lists in stream order).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/row_copy.h"
+#include "backend/cuda/scale_type.h"
 
 namespace strata::backend::cuda {
 
@@ -221,6 +223,207 @@ __global__ void add_sigmoid_gated_kernel(V* x, const V* __restrict__ y,
   }
 }
 
+
+// ---- moe_experts ----
+//
+// Two launches, neither of which needs the routing on the host. The first computes SiLU(gate_e · x[t])
+// ⊙ (up_e · x[t]) for every (token, slot) pair, a block per 32 of its rows and pair, into a workspace
+// [T·k, I]. The second, a block per four output rows and token, gives each of the token's experts
+// to a warp (so all their loads go out at once) and sums weight · down_e · act in ascending id.
+// Weights are dequantized in registers (Σ (s·q + b)·x = s·Σ q·x + b·Σ x per 16-byte chunk, which
+// never straddles a group); the matrices are small (an expert of Qwen3.5-35B-A3B is 0.6 MB at
+// 4 bits), so the kernels are plain: each warp streams four rows, its lanes taking every 32nd chunk.
+
+// One matrix of an expert as expert_table() lays it out: codes (or F32 values), scales, biases.
+struct ExpertMatrix {
+  const void* w;
+  const void* scales;
+  const void* biases;
+};
+enum ExpertPart { kGatePart, kUpPart, kDownPart, kParts };
+
+constexpr int kExpertWarps = 8;
+constexpr int kExpertRowsPerWarp = 4;
+constexpr int kExpertRowsPerBlock = kExpertWarps * kExpertRowsPerWarp;
+constexpr int kMaxExpertsPerToken = 64;
+
+// Where row `row` of a matrix of K columns starts: its codes (or values), scales and biases.
+template <typename S>
+struct RowRef {
+  const void* w;
+  const S* s;
+  const S* b;
+};
+template <int kBits, typename S>
+__device__ inline RowRef<S> row_ref(const ExpertMatrix& m, int64_t row, int64_t K, int group_shift) {
+  if constexpr (kBits == 0) {
+    return {static_cast<const float*>(m.w) + row * K, nullptr, nullptr};
+  } else {
+    const int64_t groups = K >> group_shift;
+    return {static_cast<const uint8_t*>(m.w) + row * (K * kBits / 8), static_cast<const S*>(m.scales) + row * groups,
+            static_cast<const S*>(m.biases) + row * groups};
+  }
+}
+
+// acc[r] += this lane's part of row r · x (x in shared memory, K of it); the warp's 32 parts sum
+// to the dot. kBits 0: F32 rows, else 4- or 8-bit codes (LSB first in each 32-bit word, as MLX packs
+// them), 16 bytes per chunk.
+template <int kBits, typename S, int kR>
+__device__ inline void rows_dot(const RowRef<S> (&rows)[kR], int64_t K, int group_shift, const float* x, int lane,
+                                float (&acc)[kR]) {
+  if constexpr (kBits == 0) {
+    for (int64_t i = lane; i < K; i += 32) {
+      const float v = x[i];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) acc[r] = fmaf(__ldg(static_cast<const float*>(rows[r].w) + i), v, acc[r]);
+    }
+  } else {
+    constexpr int kPerChunk = 128 / kBits, kPerWord = 32 / kBits;
+    constexpr uint32_t kMask = (1u << kBits) - 1u;
+    const int64_t chunks = K * kBits / 128;
+    for (int64_t c = lane; c < chunks; c += 32) {
+      uint4 q[kR];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) q[r] = __ldg(static_cast<const uint4*>(rows[r].w) + c);
+      const int64_t col = c * kPerChunk, group = col >> group_shift;
+      float s[kR], b[kR];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) s[r] = scale_to_float(rows[r].s[group]), b[r] = scale_to_float(rows[r].b[group]);
+      const float4* xv = reinterpret_cast<const float4*>(x + col);
+      float qx[kR] = {}, sx = 0.0f;
+#pragma unroll
+      for (int v4 = 0; v4 < kPerChunk / 4; ++v4) {
+        const float4 v = xv[v4];
+        const float e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int code = v4 * 4 + j, word = code / kPerWord, shift = kBits * (code % kPerWord);
+          sx += e[j];
+#pragma unroll
+          for (int r = 0; r < kR; ++r) {
+            const uint32_t wv = word == 0 ? q[r].x : word == 1 ? q[r].y : word == 2 ? q[r].z : q[r].w;
+            qx[r] = fmaf(static_cast<float>((wv >> shift) & kMask), e[j], qx[r]);
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kR; ++r) acc[r] += s[r] * qx[r] + b[r] * sx;
+    }
+  }
+}
+
+// act[p, :] = SiLU(gate_e · x[t]) ⊙ (up_e · x[t]) for pair p = t·k + slot, e = ids[p]: a warp takes
+// four rows of gate and the same four of up together. Pairs without an expert (an id outside
+// [0, E): a NaN router row) are skipped, here and by the down kernel.
+template <int kBits, typename S>
+__global__ void __launch_bounds__(32 * kExpertWarps)
+    moe_gate_up_kernel(const float* __restrict__ x, const int32_t* __restrict__ ids,
+                       const ExpertMatrix* __restrict__ table, int64_t E, int k, int64_t H, int64_t I,
+                       int group_shift, float* __restrict__ act) {
+  extern __shared__ float4 moe_smem[];
+  float* xs = reinterpret_cast<float*>(moe_smem);
+  const int64_t p = blockIdx.y, t = p / k;
+  wait_for_inputs();
+  const int32_t e = ids[p];
+  if (e < 0 || e >= E) return;  // uniform across the block
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) xs[i] = x[t * H + i];
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kExpertRowsPerBlock + warp * kExpertRowsPerWarp;
+  if (row0 >= I) return;
+  RowRef<S> rows[2 * kExpertRowsPerWarp];  // gate rows, then the same up rows
+#pragma unroll
+  for (int r = 0; r < kExpertRowsPerWarp; ++r) {
+    const int64_t row = min(row0 + r, I - 1);  // rows past the end re-read the last; never stored
+    rows[r] = row_ref<kBits, S>(table[e * kParts + kGatePart], row, H, group_shift);
+    rows[kExpertRowsPerWarp + r] = row_ref<kBits, S>(table[e * kParts + kUpPart], row, H, group_shift);
+  }
+  float acc[2 * kExpertRowsPerWarp] = {};
+  rows_dot<kBits, S>(rows, H, group_shift, xs, lane, acc);
+#pragma unroll
+  for (int r = 0; r < kExpertRowsPerWarp; ++r) {
+    const float g = warp_sum(acc[r]), u = warp_sum(acc[kExpertRowsPerWarp + r]);
+    if (lane == 0 && row0 + r < I) act[p * I + row0 + r] = swiglu(g, u);
+  }
+}
+
+// out[t, rows] = Σ over the token's experts in ascending id of weight · (down_e · act). A block takes
+// kDownRows rows of one token; its warps take the token's experts, all at once (each expert's dot in
+// shared memory), and the sums add them in order.
+constexpr int kDownRows = kExpertRowsPerWarp;
+
+template <int kBits, typename S>
+__global__ void __launch_bounds__(32 * kExpertWarps)
+    moe_down_kernel(const float* __restrict__ act, const int32_t* __restrict__ ids,
+                    const float* __restrict__ weights, const ExpertMatrix* __restrict__ table, int64_t E, int k,
+                    int64_t H, int64_t I, int group_shift, float* __restrict__ out) {
+  __shared__ int order[kMaxExpertsPerToken];
+  __shared__ float dots[kMaxExpertsPerToken][kDownRows];
+  __shared__ int used;
+  const int64_t t = blockIdx.y, row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
+  wait_for_inputs();
+  const int32_t* tid = ids + t * k;
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int i = 0; i < k; ++i) {
+      const int32_t e = tid[i];
+      if (e < 0 || e >= E) continue;
+      int j = n++;
+      for (; j > 0 && tid[order[j - 1]] > e; --j) order[j] = order[j - 1];
+      order[j] = i;
+    }
+    used = n;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int n = warp; n < used; n += kExpertWarps) {
+    const int slot = order[n];
+    const ExpertMatrix& m = table[tid[slot] * kParts + kDownPart];
+    RowRef<S> rows[kDownRows];
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) rows[r] = row_ref<kBits, S>(m, min(row0 + r, H - 1), I, group_shift);
+    float acc[kDownRows] = {};
+    rows_dot<kBits, S>(rows, I, group_shift, act + (t * k + slot) * I, lane, acc);
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) {
+      const float d = warp_sum(acc[r]);
+      if (lane == 0) dots[n][r] = d;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < kDownRows && row0 + threadIdx.x < H) {
+    float sum = 0.0f;
+    for (int n = 0; n < used; ++n) sum += weights[t * k + order[n]] * dots[n][threadIdx.x];
+    out[t * H + row0 + threadIdx.x] = sum;
+  }
+}
+
+template <int kBits, typename S>
+void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, int64_t E, int group_shift,
+                        int64_t I, const Tensor& table, const Tensor& out) {
+  const int64_t T = x.dim(0), H = x.dim(1), k = ids.dim(1);
+  auto* gate_up = moe_gate_up_kernel<kBits, S>;
+  const size_t smem = static_cast<size_t>(H) * sizeof(float);
+  static const int optin = [&] {
+    int device = 0, v = 0;
+    STRATA_CUDA_CHECK(cudaGetDevice(&device));
+    STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    STRATA_CUDA_CHECK(cudaFuncSetAttribute(gate_up, cudaFuncAttributeMaxDynamicSharedMemorySize, v));
+    return v;
+  }();
+  if (smem > static_cast<size_t>(optin)) throw_internal_error("moe_experts: the hidden size exceeds shared memory");
+  auto* act = static_cast<float*>(workspace(WorkspaceSlot::kMoeAct, static_cast<size_t>(T * k * I) * sizeof(float)));
+  const auto* tab = table.as<const ExpertMatrix>();
+  launch(gate_up, dim3(static_cast<unsigned>((I + kExpertRowsPerBlock - 1) / kExpertRowsPerBlock),
+                       static_cast<unsigned>(T * k)),
+         32 * kExpertWarps, smem, x.as<const float>(), ids.as<const int32_t>(), tab, E, static_cast<int>(k), H, I,
+         group_shift, act);
+  launch(moe_down_kernel<kBits, S>,
+         dim3(static_cast<unsigned>((H + kDownRows - 1) / kDownRows), static_cast<unsigned>(T)), 32 * kExpertWarps,
+         0, static_cast<const float*>(act), ids.as<const int32_t>(), weights.as<const float>(), tab, E,
+         static_cast<int>(k), H, I, group_shift, out.as<float>());
+}
+
 }  // namespace
 
 void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids,
@@ -258,6 +461,26 @@ void scatter_add_rows(const Tensor& src, const Tensor& rows, const Tensor& scale
     launch(scatter_add_rows_kernel<float>, grid, kThreads, 0, src.as<const float>(), r, s, n, C,
            dst.as<float>(), dst.dim(0));
   }
+}
+
+void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Weight& gate0, int64_t E,
+                 const Tensor& table, const Tensor& out) {
+  if (x.dim(0) == 0) return;
+  if (ids.dim(1) > kMaxExpertsPerToken) throw_internal_error("moe_experts: more than 64 experts per token");
+  const int64_t I = gate0.rows();
+  if (!gate0.quantized()) {
+    launch_moe_experts<0, float>(x, ids, weights, E, 0, I, table, out);
+    return;
+  }
+  const int group_shift = __builtin_ctz(static_cast<unsigned>(gate0.group_size));
+  with_scale_type(gate0, [&](auto s) {
+    using S = decltype(s);
+    if (gate0.bits == 4) {
+      launch_moe_experts<4, S>(x, ids, weights, E, group_shift, I, table, out);
+    } else {
+      launch_moe_experts<8, S>(x, ids, weights, E, group_shift, I, table, out);
+    }
+  });
 }
 
 void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate) {

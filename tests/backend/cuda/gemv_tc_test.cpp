@@ -18,6 +18,7 @@ namespace strata {
 namespace {
 
 using test::random_tensor;
+using test::rounded;
 
 class GemvTc : public ::testing::Test {
  protected:
@@ -34,26 +35,6 @@ struct TestWeight {
   std::vector<backend::cuda::DeviceTensor> buffers;
   backend::Weight dev;
 };
-
-HostTensor rounded(const Tensor& t, DType dtype, HostTensor& as_f32) {
-  HostTensor out(dtype, t.shape);
-  as_f32 = HostTensor(DType::kF32, t.shape);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const float v = t.as<const float>()[i];
-    float r = v;
-    if (dtype == DType::kBF16) {
-      out.as<uint16_t>()[i] = f32_to_bf16(v);
-      r = bf16_to_f32(out.as<uint16_t>()[i]);
-    } else if (dtype == DType::kF16) {
-      out.as<uint16_t>()[i] = f32_to_f16(v);
-      r = f16_to_f32(out.as<uint16_t>()[i]);
-    } else {
-      out.as<float>()[i] = v;
-    }
-    as_f32.as<float>()[i] = r;
-  }
-  return out;
-}
 
 void make_weight(TestWeight& tw, int64_t N, int64_t K, int bits, int gs, DType scale_dtype, uint32_t seed) {
   const HostTensor wf = random_tensor({N, K}, seed, 0.05f);
