@@ -20,6 +20,11 @@ namespace strata::model {
 namespace {
 
 namespace ops = backend;
+
+// A captured step must not read the routing on the host: every step a graph may hold takes the
+// device-routed experts.
+static_assert(StepRunner::kGraphMaxTokens <= backend::kMoeExpertsMaxTokens);
+
 using backend::Weight;
 
 // Spans of up to this many tokens run the delta rule token by token, exactly as decode does (so a
@@ -43,6 +48,7 @@ struct Ffn {
   Weight gate, up, down;  // dense SwiGLU
   Weight router;
   std::vector<Weight> expert_gate, expert_up, expert_down;
+  backend::Buffer expert_table;  // what moe_experts needs to find them (a GPU's address table)
   bool shared = false;
   Weight shared_gate, shared_up, shared_down, shared_expert_gate;
 };
@@ -83,8 +89,8 @@ class Qwen35Model final : public Model {
   Qwen35Model(ModelConfig config, std::unique_ptr<WeightLoader> weights, std::string fingerprint)
       : Model(std::move(config), std::move(fingerprint), weights->device()),
         weights_(std::move(weights)),
-        // MoE routing is read on the host between ops: those steps cannot be captured.
-        runner_(device_, config_.moe.num_experts == 0),
+        // Steps that graphs capture (at most kGraphMaxTokens tokens) route MoE tokens on the device.
+        runner_(device_, true),
         s_(runner_.scratch()) {
     load();
   }
@@ -198,15 +204,33 @@ class Qwen35Model final : public Model {
       swiglu(F.gate, F.up, F.down, h, out, kFfnGate);
       return;
     }
-    // Router (fp32 softmax, top-k), then each expert runs once on the rows routed to it.
+    // Router (fp32 softmax, top-k). A few tokens (decode, speculative verify) take their experts
+    // straight from the router's output where it lies, so the step can be replayed as a graph;
+    // more (prefill) read the routing on the host and run each expert once on its rows.
     const int64_t E = config_.moe.num_experts, K = config_.moe.top_k;
     Tensor logits = s_.get(kMoeLogits, {T, E}), weights = s_.get(kMoeWeights, {T, K});
     Tensor ids = s_.get(kMoeIds, {T, K});
     ids.dtype = DType::kI32;  // same 4-byte slots
     ops::matmul(h, F.router, logits);
     ops::topk_softmax(logits, K, config_.moe.norm_topk, ids, weights);
+    if (T <= backend::kMoeExpertsMaxTokens) {
+      ops::moe_experts(h, ids, weights, F.expert_gate, F.expert_up, F.expert_down, F.expert_table, out);
+    } else {
+      routed_experts(F, h, ids, weights, out);
+    }
+    if (F.shared) {
+      Tensor ys = s_.get(kMoeShared, {T, h.dim(1)}), sg = s_.get(kMoeSharedGate, {T, 1});
+      swiglu(F.shared_gate, F.shared_up, F.shared_down, h, ys, kFfnGate);
+      ops::matmul(h, F.shared_expert_gate, sg);
+      ops::add_sigmoid_gated(out, ys, sg);
+    }
+  }
+
+  // The routed experts with the routing read on the host: each expert runs once, on the rows
+  // routed to it (gathered, then scattered back with the routing weights).
+  void routed_experts(const Ffn& F, const Tensor& h, const Tensor& ids, const Tensor& weights, const Tensor& out) {
+    const int64_t T = h.dim(0), E = config_.moe.num_experts, K = config_.moe.top_k;
     ops::zero(out);
-    // The routing decides which experts run at all: it is read on the host.
     routed_ids_.resize(static_cast<size_t>(T * K));
     routed_weights_.resize(static_cast<size_t>(T * K));
     backend::copy_to_host(ids, routed_ids_.data());
@@ -228,12 +252,6 @@ class Qwen35Model final : public Model {
       ops::gather_rows(h, expert_rows_, xe);
       swiglu(F.expert_gate[e], F.expert_up[e], F.expert_down[e], xe, ye, kMoeGate);
       ops::scatter_add_rows(ye, expert_rows_, expert_scales_, out);
-    }
-    if (F.shared) {
-      Tensor ys = s_.get(kMoeShared, {T, h.dim(1)}), sg = s_.get(kMoeSharedGate, {T, 1});
-      swiglu(F.shared_gate, F.shared_up, F.shared_down, h, ys, kFfnGate);
-      ops::matmul(h, F.shared_expert_gate, sg);
-      ops::add_sigmoid_gated(out, ys, sg);
     }
   }
 
@@ -454,6 +472,7 @@ class Qwen35Model final : public Model {
       expect(F.expert_up[e], I, H, fmt::format("{} expert {} up", p, e));
       expect(F.expert_down[e], H, I, fmt::format("{} expert {} down", p, e));
     }
+    F.expert_table = backend::expert_table(device_, F.expert_gate, F.expert_up, F.expert_down);
     if (w.has(p + "shared_expert.gate_proj.weight")) {
       const int64_t S = c.moe.shared_intermediate;
       F.shared = true;
