@@ -616,16 +616,6 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   }
 }
 
-int sm_count() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    STRATA_CUDA_CHECK(cudaGetDevice(&device));
-    STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
-  }();
-  return count;
-}
-
 constexpr int kMaxSplits = 1024;
 
 // Launches kernel (rows_per_block rows of a KV head per block) over enough splits of the keys for

@@ -27,6 +27,8 @@ std::string device_name();
 size_t device_memory_bytes();           // total global memory
 size_t device_free_bytes();             // free global memory now
 double device_peak_bandwidth_bytes();   // HBM peak from the memory clock and bus width (bytes/s)
+int sm_count();                         // streaming multiprocessors
+int max_optin_shared_bytes();           // shared memory a block may opt into (cudaFuncSetAttribute)
 
 // The stream every op runs on (created on first use; non-blocking).
 CUstream_st* stream();

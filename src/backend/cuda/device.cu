@@ -38,6 +38,10 @@ size_t device_free_bytes() {
   return free_bytes;
 }
 
+int sm_count() { return properties().multiProcessorCount; }
+
+int max_optin_shared_bytes() { return static_cast<int>(properties().sharedMemPerBlockOptin); }
+
 double device_peak_bandwidth_bytes() {
   int clock_khz = 0, bus_bits = 0;
   STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0));

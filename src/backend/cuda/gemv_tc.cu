@@ -80,15 +80,7 @@ size_t shared_bytes(int64_t K) {
 
 // The most dynamic shared memory a block of this kernel may use: the device's opt-in limit less a
 // margin for the static arrays.
-int max_shared_bytes() {
-  static const int limit = [] {
-    int device = 0, optin = 0;
-    STRATA_CUDA_CHECK(cudaGetDevice(&device));
-    STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    return optin - 4096;
-  }();
-  return limit;
-}
+int max_shared_bytes() { return max_optin_shared_bytes() - 4096; }
 
 __device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
   uint4 v;
@@ -426,16 +418,14 @@ void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs
   // Converted separately, the activations arrive with SiLU(gate) ⊙ up formed: one matmul kernel serves both.
   auto* kernel = gemv_tc_kernel<kBits, kFolds, kGlu && !kSeparate, kSeparate, S>;
   const size_t smem = shared_bytes<kBits>(K);
-  static int sms = 0;
   // Resident blocks per SM by K (shared memory grows with K); an instance sees few distinct K, and
   // eager steps (MoE) alternate them, so each is asked of the runtime once.
   static std::vector<std::pair<int64_t, int>> blocks_per_sm;
-  if (sms == 0) {
-    int device = 0;
-    STRATA_CUDA_CHECK(cudaGetDevice(&device));
-    STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  static const bool raised = [&] {
     STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes()));
-  }
+    return true;
+  }();
+  (void)raised;
   auto known = std::find_if(blocks_per_sm.begin(), blocks_per_sm.end(), [&](const auto& e) { return e.first == K; });
   if (known == blocks_per_sm.end()) {
     int n = 0;
@@ -445,7 +435,7 @@ void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs
   const int64_t tiles = K / Geometry<kBits>::kTileK;
   WeightSegments segs;
   const unsigned tiles16 = make_segments(ws, outs, 16, segs);
-  const Shape shape = choose_shape(tiles16, tiles, known->second * sms);
+  const Shape shape = choose_shape(tiles16, tiles, known->second * sm_count());
   const int group_shift = __builtin_ctz(static_cast<unsigned>(ws[0]->group_size));
   uint4* converted = nullptr;
   if constexpr (kSeparate) {

@@ -404,14 +404,14 @@ void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weight
   const int64_t T = x.dim(0), H = x.dim(1), k = ids.dim(1);
   auto* gate_up = moe_gate_up_kernel<kBits, S>;
   const size_t smem = static_cast<size_t>(H) * sizeof(float);
-  static const int optin = [&] {
-    int device = 0, v = 0;
-    STRATA_CUDA_CHECK(cudaGetDevice(&device));
-    STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    STRATA_CUDA_CHECK(cudaFuncSetAttribute(gate_up, cudaFuncAttributeMaxDynamicSharedMemorySize, v));
-    return v;
+  static const bool raised = [&] {
+    STRATA_CUDA_CHECK(
+        cudaFuncSetAttribute(gate_up, cudaFuncAttributeMaxDynamicSharedMemorySize, max_optin_shared_bytes()));
+    return true;
   }();
-  if (smem > static_cast<size_t>(optin)) throw_internal_error("moe_experts: the hidden size exceeds shared memory");
+  (void)raised;
+  if (smem > static_cast<size_t>(max_optin_shared_bytes()))
+    throw_internal_error("moe_experts: the hidden size exceeds shared memory");
   auto* act = static_cast<float*>(workspace(WorkspaceSlot::kMoeAct, static_cast<size_t>(T * k * I) * sizeof(float)));
   const auto* tab = table.as<const ExpertMatrix>();
   launch(gate_up, dim3(static_cast<unsigned>((I + kExpertRowsPerBlock - 1) / kExpertRowsPerBlock),
