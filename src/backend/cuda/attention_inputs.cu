@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/warp.h"
 
 namespace strata::backend::cuda {
 
@@ -33,11 +34,6 @@ struct Params {
   bool neox;
   float attention_factor;
 };
-
-__device__ inline float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // Warp `unit` = (token t, head h): heads [0, Hq) are queries, [Hq, Hq + Hkv) keys, the rest values.
 // Lane l holds elements l + 32e (e < kPer) of the head; the rotation pairs cross lanes, so the

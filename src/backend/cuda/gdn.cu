@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/warp.h"
 
 namespace strata::backend::cuda {
 
@@ -17,11 +18,6 @@ namespace {
 
 // As the CPU reference computes it (silu and sigmoid: activations.h): expf, torch's threshold.
 __device__ inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
-__device__ inline float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 

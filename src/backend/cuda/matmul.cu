@@ -15,6 +15,7 @@
 #include "backend/cuda/launch.h"
 #include "backend/cuda/scale_type.h"
 #include "backend/cuda/segments.h"
+#include "backend/cuda/warp.h"
 
 namespace strata::backend::cuda {
 
@@ -22,11 +23,6 @@ namespace {
 
 constexpr int kMaxRows = 8;       // activation rows per launch
 constexpr int kWarpsPerBlock = 8;  // at most, per block
-
-__device__ inline float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // Codes become floats without the slow integer-to-float unit and without a shift per code: a code
 // masked in place, m = q·2^(kBits·j) for the j-th code of a half word, is put in the mantissa of

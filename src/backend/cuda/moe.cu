@@ -14,6 +14,7 @@
 #include "backend/cuda/launch.h"
 #include "backend/cuda/row_copy.h"
 #include "backend/cuda/scale_type.h"
+#include "backend/cuda/warp.h"
 
 namespace strata::backend::cuda {
 
@@ -42,11 +43,6 @@ __device__ inline float warp_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
-__device__ inline float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 // The order top-k walks (larger probability first, the lower expert on ties) as one 64-bit key:
 // the bits of p ≥ 0 (which order like the floats) above the complement of e. Distinct experts
 // have distinct keys; 0 is "none" (a NaN probability, a padding slot, or nothing left).
