@@ -93,6 +93,8 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std:
   if (d == Device::kCuda) {
     check(x.dim(0) <= kMoeExpertsMaxTokens, ErrorKind::kInternal, "moe_experts: {} tokens on CUDA (at most {})",
           x.dim(0), kMoeExpertsMaxTokens);
+    check(ids.dim(1) <= kMoeExpertsMaxPerToken, ErrorKind::kUnsupported,
+          "GPU experts: {} experts per token (at most {})", ids.dim(1), kMoeExpertsMaxPerToken);
     check(table.device == Device::kCuda && table.dtype == DType::kU64 && table.numel() == E * kTableEntries,
           ErrorKind::kInternal, "moe_experts: the expert table {} does not describe {} experts", table.shape.str(), E);
   }

@@ -28,8 +28,10 @@ void scatter_add_rows(const Tensor& src, std::span<const int32_t> rows, std::spa
 // the terms added in ascending expert id (the order a loop over experts with gather_rows and
 // scatter_add_rows adds them). x, out: [T, H]; ids (I32, distinct within a row) and weights: [T, k];
 // gate, up: E weights [I, H]; down: E weights [H, I], all in one format; table: expert_table() of
-// them. On CUDA, T ≤ kMoeExpertsMaxTokens (each token's experts are read once per token).
+// them. On CUDA, T ≤ kMoeExpertsMaxTokens (each token's experts are read once per token) and
+// k ≤ kMoeExpertsMaxPerToken.
 constexpr int64_t kMoeExpertsMaxTokens = 8;
+constexpr int64_t kMoeExpertsMaxPerToken = 64;
 void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const Weight> gate,
                  std::span<const Weight> up, std::span<const Weight> down, const Tensor& table, const Tensor& out);
 

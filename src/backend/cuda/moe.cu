@@ -16,6 +16,7 @@
 #include "backend/cuda/row_copy.h"
 #include "backend/cuda/scale_type.h"
 #include "backend/cuda/warp.h"
+#include "backend/moe.h"
 
 namespace strata::backend::cuda {
 
@@ -242,7 +243,6 @@ enum ExpertPart { kGatePart, kUpPart, kDownPart, kParts };
 constexpr int kExpertWarps = 8;
 constexpr int kExpertRowsPerWarp = 4;
 constexpr int kExpertRowsPerBlock = kExpertWarps * kExpertRowsPerWarp;
-constexpr int kMaxExpertsPerToken = 64;
 
 // Where row `row` of a matrix of K columns starts: its codes (or values), scales and biases.
 template <typename S>
@@ -338,8 +338,8 @@ __global__ void __launch_bounds__(32 * kExpertWarps)
     moe_down_kernel(const float* __restrict__ act, const int32_t* __restrict__ ids,
                     const float* __restrict__ weights, const ExpertMatrix* __restrict__ table, int64_t E, int k,
                     int64_t H, int64_t I, int group_shift, float* __restrict__ out) {
-  __shared__ int order[kMaxExpertsPerToken];
-  __shared__ float dots[kMaxExpertsPerToken][kDownRows];
+  __shared__ int order[kMoeExpertsMaxPerToken];
+  __shared__ float dots[kMoeExpertsMaxPerToken][kDownRows];
   __shared__ int used;
   const int64_t t = blockIdx.y, row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
   wait_for_inputs();
@@ -447,7 +447,6 @@ void scatter_add_rows(const Tensor& src, const Tensor& rows, const Tensor& scale
 void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Weight& gate0, int64_t E,
                  const Tensor& table, const Tensor& out) {
   if (x.dim(0) == 0) return;
-  if (ids.dim(1) > kMaxExpertsPerToken) throw_internal_error("moe_experts: more than 64 experts per token");
   const int64_t I = gate0.rows();
   if (!gate0.quantized()) {
     launch_moe_experts<0, float>(x, ids, weights, E, 0, I, table, out);
