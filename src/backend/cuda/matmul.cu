@@ -8,7 +8,6 @@
 #include <span>
 #include <string_view>
 
-#include "backend/cuda/affine_chunk.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
@@ -24,6 +23,43 @@ namespace {
 
 constexpr int kMaxRows = 8;       // activation rows per launch
 constexpr int kWarpsPerBlock = 8;  // at most, per block
+
+// Codes become floats without the slow integer-to-float unit and without a shift per code: a code
+// masked in place, m = q·2^(kBits·j) for the j-th code of a half word, is put in the mantissa of
+// 2^23 by the same instruction (one LOP3: (word & mask) | 0x4B000000), and 2^23 is subtracted
+// (exact, since m < 2^23). The activation it multiplies was pre-scaled by 2^-(kBits·j) (exact, a
+// power of two, paid once per chunk for all of a warp's rows), so each weight costs a LOP3, an FADD
+// and an FFMA. The upper half word is shifted down once.
+template <int kBits>
+struct CodeScale {
+  static constexpr int kPerHalf = 16 / kBits;  // codes per 16-bit half word
+  // 2^-(kBits·j) for code j of a half word
+  static constexpr float scale(int j) { return kBits == 4 ? 1.0f / static_cast<float>(1 << (4 * j)) : (j == 0 ? 1.0f : 1.0f / 256.0f); }
+};
+
+__device__ inline float masked_code(uint32_t half_word, uint32_t mask) {
+  return __uint_as_float((half_word & mask) | 0x4B000000u) - 8388608.0f;
+}
+
+// Σ q·x over one 16-byte chunk of codes (32 × 4-bit or 16 × 8-bit, LSB-first within each 32-bit
+// word, as MLX packs them) against the matching pre-scaled activations held in registers.
+template <int kBits>
+__device__ inline float chunk_dot(const uint4 c, const float* x) {
+  const uint32_t words[4] = {c.x, c.y, c.z, c.w};
+  constexpr int kPerHalf = CodeScale<kBits>::kPerHalf;
+  constexpr uint32_t kMask = (1u << kBits) - 1u;
+  float dot = 0.0f;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const uint32_t lo = words[w], hi = words[w] >> 16;
+#pragma unroll
+    for (int j = 0; j < kPerHalf; ++j) {
+      dot += masked_code(lo, kMask << (kBits * j)) * x[w * 2 * kPerHalf + j];
+      dot += masked_code(hi, kMask << (kBits * j)) * x[w * 2 * kPerHalf + kPerHalf + j];
+    }
+  }
+  return dot;
+}
 
 // Each warp owns kRowsPerWarp weight rows, so every activation chunk it loads serves that many rows
 // (activations would otherwise outweigh 4-bit weights 8 to 1 in load traffic).
@@ -71,7 +107,16 @@ __global__ void gemv_affine_kernel(const float* __restrict__ x, int T, const Wei
     for (int t = 0; t < kT; ++t) {
       if (kT > 1 && t >= T) break;
       float xv[kPerChunk];
-      const float sum = chunk_activations<kBits>(x + t * K + col, xv);
+      float sum = 0.0f;
+      const float4* xp = reinterpret_cast<const float4*>(x + t * K + col);
+#pragma unroll
+      for (int i = 0; i < kPerChunk / 4; ++i) {
+        const float4 v = xp[i];
+        xv[4 * i] = v.x, xv[4 * i + 1] = v.y, xv[4 * i + 2] = v.z, xv[4 * i + 3] = v.w;
+        sum += (v.x + v.y) + (v.z + v.w);
+      }
+#pragma unroll
+      for (int i = 0; i < kPerChunk; ++i) xv[i] *= CodeScale<kBits>::scale(i % CodeScale<kBits>::kPerHalf);
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) acc[r][t] += s[r] * chunk_dot<kBits>(packed[r], xv) + b[r] * sum;
     }

@@ -9,7 +9,6 @@
 #include <cstdint>
 
 #include "backend/cuda/activations.h"
-#include "backend/cuda/affine_chunk.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
@@ -228,8 +227,8 @@ __global__ void add_sigmoid_gated_kernel(V* x, const V* __restrict__ y,
 // ⊙ (up_e · x[t]) for every (token, slot) pair, a block per 32 of its rows and pair, into a workspace
 // [T·k, I]. The second, a block per four output rows and token, gives each of the token's experts
 // to a warp (so all their loads go out at once) and sums weight · down_e · act in ascending id.
-// Weights are dequantized in registers a 16-byte chunk at a time, as the CUDA-core matmul does
-// (affine_chunk.h); the matrices are small (an expert of Qwen3.5-35B-A3B is 0.6 MB at
+// Weights are dequantized in registers (Σ (s·q + b)·x = s·Σ q·x + b·Σ x per 16-byte chunk, which
+// never straddles a group); the matrices are small (an expert of Qwen3.5-35B-A3B is 0.6 MB at
 // 4 bits), so the kernels are plain: each warp streams four rows, its lanes taking every 32nd chunk.
 
 // One matrix of an expert as expert_table() lays it out: codes (or F32 values), scales, biases.
@@ -275,7 +274,8 @@ __device__ inline void rows_dot(const RowRef<S> (&rows)[kR], int64_t K, int grou
       for (int r = 0; r < kR; ++r) acc[r] = fmaf(__ldg(static_cast<const float*>(rows[r].w) + i), v, acc[r]);
     }
   } else {
-    constexpr int kPerChunk = 128 / kBits;
+    constexpr int kPerChunk = 128 / kBits, kPerWord = 32 / kBits;
+    constexpr uint32_t kMask = (1u << kBits) - 1u;
     const int64_t chunks = K * kBits / 128;
     for (int64_t c = lane; c < chunks; c += 32) {
       uint4 q[kR];
@@ -285,10 +285,25 @@ __device__ inline void rows_dot(const RowRef<S> (&rows)[kR], int64_t K, int grou
       float s[kR], b[kR];
 #pragma unroll
       for (int r = 0; r < kR; ++r) s[r] = scale_to_float(rows[r].s[group]), b[r] = scale_to_float(rows[r].b[group]);
-      float xv[kPerChunk];
-      const float sx = chunk_activations<kBits>(x + col, xv);
+      const float4* xv = reinterpret_cast<const float4*>(x + col);
+      float qx[kR] = {}, sx = 0.0f;
 #pragma unroll
-      for (int r = 0; r < kR; ++r) acc[r] += s[r] * chunk_dot<kBits>(q[r], xv) + b[r] * sx;
+      for (int v4 = 0; v4 < kPerChunk / 4; ++v4) {
+        const float4 v = xv[v4];
+        const float e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int code = v4 * 4 + j, word = code / kPerWord, shift = kBits * (code % kPerWord);
+          sx += e[j];
+#pragma unroll
+          for (int r = 0; r < kR; ++r) {
+            const uint32_t wv = word == 0 ? q[r].x : word == 1 ? q[r].y : word == 2 ? q[r].z : q[r].w;
+            qx[r] = fmaf(static_cast<float>((wv >> shift) & kMask), e[j], qx[r]);
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kR; ++r) acc[r] += s[r] * qx[r] + b[r] * sx;
     }
   }
 }
