@@ -81,12 +81,14 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& dot,
 }
 
 // Qwen3.5-9B decode shapes: a short matrix (one m-tile per warp, k split across 8 warps), a tall
-// one (two m-tiles per warp), the MLP down projection (long K), a ragged row count.
+// one (two m-tiles per warp), the MLP down projection (long K), a ragged row count; and k-tiles
+// that do not split evenly over a block's k slices (K = 1280: 5 tiles at 4 bits, 10 at 8), with
+// several passes per block.
 TEST_F(GemvTc, RealShapesEveryWidthGroupAndScaleDtype) {
   struct Shape2 {
     int64_t N, K;
   };
-  const Shape2 shapes[] = {{4096, 4096}, {8200, 4096}, {1040, 12288}, {77, 1024}};
+  const Shape2 shapes[] = {{4096, 4096}, {8200, 4096}, {1040, 12288}, {77, 1024}, {9000, 1280}};
   uint32_t seed = 100;
   for (const Shape2& sh : shapes)
     for (int bits : {4, 8})
