@@ -91,8 +91,6 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std:
         ErrorKind::kInternal, "moe_experts: x {} ids {} weights {} out {}, experts [{}, {}] / [{}, {}]", x.shape.str(),
         ids.shape.str(), weights.shape.str(), out.shape.str(), I, H, down[0].rows(), down[0].cols());
   if (d == Device::kCuda) {
-    check(x.dim(0) <= kMoeExpertsMaxTokens, ErrorKind::kInternal, "moe_experts: {} tokens on CUDA (at most {})",
-          x.dim(0), kMoeExpertsMaxTokens);
     check(ids.dim(1) <= kMoeExpertsMaxPerToken, ErrorKind::kUnsupported,
           "GPU experts: {} experts per token (at most {})", ids.dim(1), kMoeExpertsMaxPerToken);
     check(table.device == Device::kCuda && table.dtype == DType::kU64 && table.numel() == E * kTableEntries,

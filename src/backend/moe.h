@@ -22,15 +22,14 @@ void gather_rows(const Tensor& src, std::span<const int32_t> rows, const Tensor&
 void scatter_add_rows(const Tensor& src, std::span<const int32_t> rows, std::span<const float> scale,
                       const Tensor& dst);
 
-// The routed experts of a few tokens, read from the router's output where it lies (a GPU step needs
-// no round trip to the host, so it can be replayed as a graph):
+// The routed experts, read from the router's output where it lies (a GPU step needs no round trip
+// to the host, so it can be replayed as a graph):
 //   out[t, :] = Σ_i weights[t, i] · down_e(SiLU(gate_e · x[t]) ⊙ (up_e · x[t])),  e = ids[t, i],
-// the terms added in ascending expert id (the order a loop over experts with gather_rows and
-// scatter_add_rows adds them). x, out: [T, H]; ids (I32, distinct within a row) and weights: [T, k];
-// gate, up: E weights [I, H]; down: E weights [H, I], all in one format; table: expert_table() of
-// them. On CUDA, T ≤ kMoeExpertsMaxTokens (each token's experts are read once per token) and
-// k ≤ kMoeExpertsMaxPerToken.
-constexpr int64_t kMoeExpertsMaxTokens = 8;
+// the terms added in ascending expert id; an id outside [0, E) (a NaN router row) adds nothing.
+// x, out: [T, H]; ids (I32, distinct within a row) and weights: [T, k]; gate, up: E weights [I, H];
+// down: E weights [H, I], all in one format; table: expert_table() of them. The CPU runs each
+// expert once on the rows routed to it; CUDA runs every (token, expert) pair as a row of its own,
+// in chunks of tokens, with k ≤ kMoeExpertsMaxPerToken.
 constexpr int64_t kMoeExpertsMaxPerToken = 64;
 void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const Weight> gate,
                  std::span<const Weight> up, std::span<const Weight> down, const Tensor& table, const Tensor& out);

@@ -21,10 +21,6 @@ namespace {
 
 namespace ops = backend;
 
-// A captured step must not read the routing on the host: every step a graph may hold takes the
-// device-routed experts.
-static_assert(StepRunner::kGraphMaxTokens <= backend::kMoeExpertsMaxTokens);
-
 using backend::Weight;
 
 // Spans of up to this many tokens run the delta rule token by token, exactly as decode does (so a
@@ -81,7 +77,7 @@ enum Slot : size_t {
   kAttnP, kAttnQ, kAttnGate, kAttnK, kAttnV, kAttnOut,
   kLinC, kLinZ, kLinA, kLinB, kLinQ, kLinK, kLinV, kLinG, kLinBeta, kLinO, kLinY,
   kFfnGate, kFfnUp, kFfnAct,
-  kMoeLogits, kMoeIds, kMoeWeights, kMoeX, kMoeGate, kMoeUp, kMoeAct, kMoeY, kMoeShared, kMoeSharedGate,
+  kMoeLogits, kMoeIds, kMoeWeights, kMoeShared, kMoeSharedGate,
 };
 
 class Qwen35Model final : public Model {
@@ -201,65 +197,30 @@ class Qwen35Model final : public Model {
   void ffn(const Ffn& F, const Tensor& h, const Tensor& out) {
     const int64_t T = h.dim(0);
     if (!F.moe) {
-      swiglu(F.gate, F.up, F.down, h, out, kFfnGate);
+      swiglu(F.gate, F.up, F.down, h, out);
       return;
     }
-    // Router (fp32 softmax, top-k). A few tokens (decode, speculative verify) take their experts
-    // straight from the router's output where it lies, so the step can be replayed as a graph;
-    // more (prefill) read the routing on the host and run each expert once on its rows.
+    // Router (fp32 softmax, top-k); the experts take their routing from its output where it lies,
+    // so no step waits on the host for it.
     const int64_t E = config_.moe.num_experts, K = config_.moe.top_k;
     Tensor logits = s_.get(kMoeLogits, {T, E}), weights = s_.get(kMoeWeights, {T, K});
     Tensor ids = s_.get(kMoeIds, {T, K});
     ids.dtype = DType::kI32;  // same 4-byte slots
     ops::matmul(h, F.router, logits);
     ops::topk_softmax(logits, K, config_.moe.norm_topk, ids, weights);
-    if (T <= backend::kMoeExpertsMaxTokens) {
-      ops::moe_experts(h, ids, weights, F.expert_gate, F.expert_up, F.expert_down, F.expert_table, out);
-    } else {
-      routed_experts(F, h, ids, weights, out);
-    }
+    ops::moe_experts(h, ids, weights, F.expert_gate, F.expert_up, F.expert_down, F.expert_table, out);
     if (F.shared) {
       Tensor ys = s_.get(kMoeShared, {T, h.dim(1)}), sg = s_.get(kMoeSharedGate, {T, 1});
-      swiglu(F.shared_gate, F.shared_up, F.shared_down, h, ys, kFfnGate);
+      swiglu(F.shared_gate, F.shared_up, F.shared_down, h, ys);
       ops::matmul(h, F.shared_expert_gate, sg);
       ops::add_sigmoid_gated(out, ys, sg);
     }
   }
 
-  // The routed experts with the routing read on the host: each expert runs once, on the rows
-  // routed to it (gathered, then scattered back with the routing weights).
-  void routed_experts(const Ffn& F, const Tensor& h, const Tensor& ids, const Tensor& weights, const Tensor& out) {
-    const int64_t T = h.dim(0), E = config_.moe.num_experts, K = config_.moe.top_k;
-    ops::zero(out);
-    routed_ids_.resize(static_cast<size_t>(T * K));
-    routed_weights_.resize(static_cast<size_t>(T * K));
-    backend::copy_to_host(ids, routed_ids_.data());
-    backend::copy_to_host(weights, routed_weights_.data());
-    const int32_t* pid = routed_ids_.data();
-    const float* pw = routed_weights_.data();
-    for (int64_t e = 0; e < E; ++e) {
-      expert_rows_.clear();
-      expert_scales_.clear();
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t i = 0; i < K; ++i)
-          if (pid[t * K + i] == e) {
-            expert_rows_.push_back(static_cast<int32_t>(t));
-            expert_scales_.push_back(pw[t * K + i]);
-          }
-      if (expert_rows_.empty()) continue;
-      const int64_t n = static_cast<int64_t>(expert_rows_.size());
-      Tensor xe = s_.get(kMoeX, {n, h.dim(1)}), ye = s_.get(kMoeY, {n, h.dim(1)});
-      ops::gather_rows(h, expert_rows_, xe);
-      swiglu(F.expert_gate[e], F.expert_up[e], F.expert_down[e], xe, ye, kMoeGate);
-      ops::scatter_add_rows(ye, expert_rows_, expert_scales_, out);
-    }
-  }
-
-  // out = down(SiLU(gate · x) ⊙ (up · x)); slot, slot+1, slot+2 hold the intermediates.
-  void swiglu(const Weight& gate, const Weight& up, const Weight& down, const Tensor& x, const Tensor& out,
-              size_t slot) {
+  // out = down(SiLU(gate · x) ⊙ (up · x)).
+  void swiglu(const Weight& gate, const Weight& up, const Weight& down, const Tensor& x, const Tensor& out) {
     const int64_t T = x.dim(0), I = gate.rows();
-    Tensor g = s_.get(slot, {T, I}), u = s_.get(slot + 1, {T, I}), act = s_.get(slot + 2, {T, I});
+    Tensor g = s_.get(kFfnGate, {T, I}), u = s_.get(kFfnUp, {T, I}), act = s_.get(kFfnAct, {T, I});
     const Weight* gate_up[] = {&gate, &up};
     const Tensor gate_up_out[] = {g, u};
     ops::matmul_group(x, gate_up, gate_up_out);
@@ -509,10 +470,6 @@ class Qwen35Model final : public Model {
   std::optional<Mtp> mtp_;
   size_t state_buffers_ = 0;
   backend::RopeParams rope_;
-  std::vector<int32_t> expert_rows_;
-  std::vector<float> expert_scales_;
-  std::vector<int32_t> routed_ids_;
-  std::vector<float> routed_weights_;
   StepRunner runner_;
   Scratch& s_;
 };

@@ -1,4 +1,5 @@
-// CPU mixture-of-experts ops: fp32 router softmax with top-k, row gather/scatter, gated shared expert.
+// CPU mixture-of-experts ops: fp32 router softmax with top-k, row gather/scatter, the routed experts,
+// gated shared expert.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -56,29 +57,40 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std:
                  std::span<const Weight> up, std::span<const Weight> down, const Tensor& out) {
   const int64_t T = x.dim(0), H = x.dim(1), k = ids.dim(1), E = static_cast<int64_t>(gate.size());
   const int64_t I = gate[0].rows();
-  // Grow-only scratch: a decode step allocates nothing after warm-up.
-  static thread_local std::vector<float> scratch;
-  static thread_local std::vector<std::pair<int32_t, float>> routed;
-  scratch.resize(static_cast<size_t>(2 * I + H));
-  const auto view = [](float* p, int64_t n) { return Tensor{p, DType::kF32, Shape{1, n}, Device::kCpu}; };
-  const Tensor g = view(scratch.data(), I), u = view(scratch.data() + I, I), y = view(scratch.data() + 2 * I, H);
-  for (int64_t t = 0; t < T; ++t) {
-    routed.clear();
+  // Each expert runs once, on the rows of the tokens routed to it (one matmul of all of them), and
+  // adds weight · its output to theirs; experts in ascending id, so a token's terms add in that
+  // order. Grow-only scratch: a decode step allocates nothing after warm-up.
+  static thread_local std::vector<std::vector<std::pair<int32_t, float>>> routed;  // per expert: token, weight
+  static thread_local std::vector<int32_t> rows;
+  static thread_local std::vector<float> scales, scratch;
+  routed.resize(static_cast<size_t>(E));
+  for (auto& r : routed) r.clear();
+  const int32_t* pid = ids.as<const int32_t>();
+  const float* pw = weights.as<const float>();
+  for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < k; ++i) {
-      const int32_t e = ids.as<const int32_t>()[t * k + i];
-      if (e >= 0 && e < E) routed.push_back({e, weights.as<const float>()[t * k + i]});  // no expert: adds nothing
+      const int32_t e = pid[t * k + i];
+      if (e >= 0 && e < E) routed[static_cast<size_t>(e)].push_back({static_cast<int32_t>(t), pw[t * k + i]});
     }
-    std::sort(routed.begin(), routed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    float* o = out.as<float>() + t * H;
-    std::fill(o, o + H, 0.0f);
-    const Tensor xt = x.rows(t, t + 1);
-    for (const auto& [e, w] : routed) {
-      cpu::matmul(xt, gate[static_cast<size_t>(e)], g);
-      cpu::matmul(xt, up[static_cast<size_t>(e)], u);
-      cpu::silu_mul(g, u, g);
-      cpu::matmul(g, down[static_cast<size_t>(e)], y);
-      for (int64_t c = 0; c < H; ++c) o[c] += w * y.as<const float>()[c];
-    }
+  std::fill(out.as<float>(), out.as<float>() + T * H, 0.0f);
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& r = routed[static_cast<size_t>(e)];
+    if (r.empty()) continue;
+    const int64_t n = static_cast<int64_t>(r.size());
+    rows.resize(r.size());
+    scales.resize(r.size());
+    for (size_t j = 0; j < r.size(); ++j) rows[j] = r[j].first, scales[j] = r[j].second;
+    scratch.resize(static_cast<size_t>(n * (2 * H + 2 * I)));
+    const auto view = [](float* p, int64_t a, int64_t b) { return Tensor{p, DType::kF32, Shape{a, b}, Device::kCpu}; };
+    float* p = scratch.data();
+    const Tensor xe = view(p, n, H), g = view(p + n * H, n, I), u = view(p + n * (H + I), n, I),
+                 y = view(p + n * (H + 2 * I), n, H);
+    cpu::gather_rows(x, rows, xe);
+    cpu::matmul(xe, gate[static_cast<size_t>(e)], g);
+    cpu::matmul(xe, up[static_cast<size_t>(e)], u);
+    cpu::silu_mul(g, u, g);
+    cpu::matmul(g, down[static_cast<size_t>(e)], y);
+    cpu::scatter_add_rows(y, rows, scales, out);
   }
 }
 

@@ -310,16 +310,17 @@ __device__ inline void rows_dot(const RowRef<S> (&rows)[kR], int64_t K, int grou
 
 // act[p, :] = SiLU(gate_e · x[t]) ⊙ (up_e · x[t]) for pair p = t·k + slot, e = ids[p]: a warp takes
 // four rows of gate and the same four of up together. Pairs without an expert (an id outside
-// [0, E): a NaN router row) are skipped, here and by the down kernel.
+// [0, E): a NaN router row) are skipped, here and by the down kernels. Block row y takes pair y, or
+// pair order[y] (the pairs sorted by expert, so that blocks running together share weights in L2).
 template <int kBits, typename S>
 __global__ void __launch_bounds__(32 * kExpertWarps)
     moe_gate_up_kernel(const float* __restrict__ x, const int32_t* __restrict__ ids,
-                       const ExpertMatrix* __restrict__ table, int64_t E, int k, int64_t H, int64_t I,
-                       int group_shift, float* __restrict__ act) {
+                       const int32_t* __restrict__ order, const ExpertMatrix* __restrict__ table, int64_t E, int k,
+                       int64_t H, int64_t I, int group_shift, float* __restrict__ act) {
   extern __shared__ float4 moe_smem[];
   float* xs = reinterpret_cast<float*>(moe_smem);
-  const int64_t p = blockIdx.y, t = p / k;
   wait_for_inputs();
+  const int64_t p = order != nullptr ? order[blockIdx.y] : blockIdx.y, t = p / k;
   const int32_t e = ids[p];
   if (e < 0 || e >= E) return;  // uniform across the block
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) xs[i] = x[t * H + i];
@@ -343,6 +344,23 @@ __global__ void __launch_bounds__(32 * kExpertWarps)
   }
 }
 
+// The token's slots with an expert (ids tid[0..k)), in ascending expert id, into order[0..used):
+// thread 0 sorts them, and the block waits for it.
+__device__ void token_slots_in_id_order(const int32_t* tid, int k, int64_t E, int* order, int& used) {
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int i = 0; i < k; ++i) {
+      const int32_t e = tid[i];
+      if (e < 0 || e >= E) continue;
+      int j = n++;
+      for (; j > 0 && tid[order[j - 1]] > e; --j) order[j] = order[j - 1];
+      order[j] = i;
+    }
+    used = n;
+  }
+  __syncthreads();
+}
+
 // out[t, rows] = Σ over the token's experts in ascending id of weight · (down_e · act). A block takes
 // kDownRows rows of one token; its warps take the token's experts, all at once (each expert's dot in
 // shared memory), and the sums add them in order.
@@ -359,18 +377,7 @@ __global__ void __launch_bounds__(32 * kExpertWarps)
   const int64_t t = blockIdx.y, row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
   wait_for_inputs();
   const int32_t* tid = ids + t * k;
-  if (threadIdx.x == 0) {
-    int n = 0;
-    for (int i = 0; i < k; ++i) {
-      const int32_t e = tid[i];
-      if (e < 0 || e >= E) continue;
-      int j = n++;
-      for (; j > 0 && tid[order[j - 1]] > e; --j) order[j] = order[j - 1];
-      order[j] = i;
-    }
-    used = n;
-  }
-  __syncthreads();
+  token_slots_in_id_order(tid, k, E, order, used);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int n = warp; n < used; n += kExpertWarps) {
     const int slot = order[n];
@@ -394,6 +401,88 @@ __global__ void __launch_bounds__(32 * kExpertWarps)
   }
 }
 
+// For many tokens (a prompt), the down projections by pair, so that pairs of one expert run together
+// and share its weights in L2: ypair[p, :] = down_e · act[p] for pair p = order[y] (as the token
+// kernel's dot of each expert), then moe_combine_kernel adds them per token. Rows as in the gate/up
+// kernel: a warp takes four.
+template <int kBits, typename S>
+__global__ void __launch_bounds__(32 * kExpertWarps)
+    moe_down_pairs_kernel(const float* __restrict__ act, const int32_t* __restrict__ ids,
+                          const int32_t* __restrict__ order, const ExpertMatrix* __restrict__ table, int64_t E,
+                          int64_t H, int64_t I, int group_shift, float* __restrict__ ypair) {
+  wait_for_inputs();
+  const int64_t p = order[blockIdx.y];
+  const int32_t e = ids[p];
+  if (e < 0 || e >= E) return;  // uniform across the block
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kExpertRowsPerBlock + warp * kExpertRowsPerWarp;
+  if (row0 >= H) return;
+  RowRef<S> rows[kDownRows];
+#pragma unroll
+  for (int r = 0; r < kDownRows; ++r)
+    rows[r] = row_ref<kBits, S>(table[e * kParts + kDownPart], min(row0 + r, H - 1), I, group_shift);
+  float acc[kDownRows] = {};
+  rows_dot<kBits, S>(rows, I, group_shift, act + p * I, lane, acc);
+#pragma unroll
+  for (int r = 0; r < kDownRows; ++r) {
+    const float d = warp_sum(acc[r]);
+    if (lane == 0 && row0 + r < H) ypair[p * H + row0 + r] = d;
+  }
+}
+
+// out[t, :] = Σ over the token's experts in ascending id of weight · ypair[pair], as the token
+// kernel sums its dots. A block row per token.
+__global__ void __launch_bounds__(kThreads)
+    moe_combine_kernel(const float* __restrict__ ypair, const int32_t* __restrict__ ids,
+                       const float* __restrict__ weights, int64_t E, int k, int64_t H, float* __restrict__ out) {
+  __shared__ int order[kMoeExpertsMaxPerToken];
+  __shared__ int used;
+  const int64_t t = blockIdx.y;
+  wait_for_inputs();
+  token_slots_in_id_order(ids + t * k, k, E, order, used);
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; row < H;
+       row += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (int n = 0; n < used; ++n) sum += weights[t * k + order[n]] * ypair[(t * k + order[n]) * H + row];
+    out[t * H + row] = sum;
+  }
+}
+
+// The pairs of `pairs` (ids[0..pairs)) sorted by expert into order: a counting sort in one block
+// (ids outside [0, E) last). The order within an expert varies from run to run; no result depends
+// on it (each pair's rows are computed alone, and tokens add their experts in id order).
+__global__ void __launch_bounds__(1024)
+    moe_sort_pairs_kernel(const int32_t* __restrict__ ids, int64_t pairs, int64_t E, int32_t* __restrict__ order) {
+  extern __shared__ int bucket[];  // E + 1 counts, then offsets
+  wait_for_inputs();
+  for (int64_t b = threadIdx.x; b <= E; b += blockDim.x) bucket[b] = 0;
+  __syncthreads();
+  auto bucket_of = [&](int64_t p) {
+    const int32_t e = ids[p];
+    return e >= 0 && e < E ? static_cast<int64_t>(e) : E;
+  };
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) atomicAdd(&bucket[bucket_of(p)], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int start = 0;
+    for (int64_t b = 0; b <= E; ++b) {
+      const int n = bucket[b];
+      bucket[b] = start;
+      start += n;
+    }
+  }
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x)
+    order[atomicAdd(&bucket[bucket_of(p)], 1)] = static_cast<int32_t>(p);
+}
+
+// Steps of up to this many tokens take the per-token down kernel (decode, speculative verify), more
+// the per-pair one (a prompt: an expert's pairs share its weights).
+constexpr int64_t kTokenKernelMaxTokens = 8;
+// The most workspace a prompt's chunk of pairs takes (64 MB: 400 tokens of Qwen3.5-35B-A3B, 8
+// experts a token, 512 + 2048 floats a pair).
+constexpr int64_t kActBudgetBytes = int64_t{64} << 20;
+
 template <int kBits, typename S>
 void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, int64_t E, int group_shift,
                         int64_t I, const Tensor& table, const Tensor& out) {
@@ -408,16 +497,54 @@ void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weight
   (void)raised;
   if (smem > static_cast<size_t>(max_optin_shared_bytes()))
     throw_internal_error("moe_experts: the hidden size exceeds shared memory");
-  auto* act = static_cast<float*>(workspace(WorkspaceSlot::kMoeAct, static_cast<size_t>(T * k * I) * sizeof(float)));
   const auto* tab = table.as<const ExpertMatrix>();
-  launch(gate_up, dim3(static_cast<unsigned>((I + kExpertRowsPerBlock - 1) / kExpertRowsPerBlock),
-                       static_cast<unsigned>(T * k)),
-         32 * kExpertWarps, smem, x.as<const float>(), ids.as<const int32_t>(), tab, E, static_cast<int>(k), H, I,
-         group_shift, act);
-  launch(moe_down_kernel<kBits, S>,
-         dim3(static_cast<unsigned>((H + kDownRows - 1) / kDownRows), static_cast<unsigned>(T)), 32 * kExpertWarps,
-         0, static_cast<const float*>(act), ids.as<const int32_t>(), weights.as<const float>(), tab, E,
-         static_cast<int>(k), H, I, group_shift, out.as<float>());
+  const unsigned down_blocks = static_cast<unsigned>((H + kDownRows - 1) / kDownRows);
+  if (T <= kTokenKernelMaxTokens) {
+    // A decode step: each pair's SiLU(gate) ⊙ up, then each token's rows with its experts' dots.
+    auto* act = static_cast<float*>(workspace(WorkspaceSlot::kMoeAct, static_cast<size_t>(T * k * I) * sizeof(float)));
+    launch(gate_up, dim3(static_cast<unsigned>((I + kExpertRowsPerBlock - 1) / kExpertRowsPerBlock),
+                         static_cast<unsigned>(T * k)),
+           32 * kExpertWarps, smem, x.as<const float>(), ids.as<const int32_t>(), nullptr, tab, E, static_cast<int>(k),
+           H, I, group_shift, act);
+    launch(moe_down_kernel<kBits, S>, dim3(down_blocks, static_cast<unsigned>(T)), 32 * kExpertWarps, 0,
+           static_cast<const float*>(act), ids.as<const int32_t>(), weights.as<const float>(), tab, E,
+           static_cast<int>(k), H, I, group_shift, out.as<float>());
+    return;
+  }
+  // A prompt: chunks of tokens whose pairs' intermediate rows (k·(I + H) floats a token) fit the
+  // budget, and whose pairs fit a grid's y (kMaxGridY); per chunk the pairs are sorted by expert,
+  // both projections run by pair in that order, and each token sums its experts' rows.
+  const int64_t per_token = k * (I + H) * static_cast<int64_t>(sizeof(float)) + k * static_cast<int64_t>(sizeof(int32_t));
+  const int64_t chunk = std::clamp<int64_t>(std::min(kActBudgetBytes / per_token, kMaxGridY / k), 1, T);
+  char* space = static_cast<char*>(workspace(WorkspaceSlot::kMoeAct, static_cast<size_t>(chunk * per_token)));
+  auto* act = reinterpret_cast<float*>(space);
+  auto* ypair = act + chunk * k * I;
+  auto* order = reinterpret_cast<int32_t*>(ypair + chunk * k * H);
+  const size_t sort_smem = static_cast<size_t>(E + 1) * sizeof(int);
+  if (sort_smem > static_cast<size_t>(max_optin_shared_bytes()))
+    throw_internal_error("moe_experts: too many experts to sort in shared memory");
+  static const bool sort_raised = [] {
+    STRATA_CUDA_CHECK(cudaFuncSetAttribute(moe_sort_pairs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           max_optin_shared_bytes()));
+    return true;
+  }();
+  (void)sort_raised;
+  for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const int64_t n = std::min(chunk, T - t0);
+    const int32_t* chunk_ids = ids.as<const int32_t>() + t0 * k;
+    launch(moe_sort_pairs_kernel, 1, 1024, sort_smem, chunk_ids, n * k, E, order);
+    launch(gate_up, dim3(static_cast<unsigned>((I + kExpertRowsPerBlock - 1) / kExpertRowsPerBlock),
+                         static_cast<unsigned>(n * k)),
+           32 * kExpertWarps, smem, x.as<const float>() + t0 * H, chunk_ids, static_cast<const int32_t*>(order), tab,
+           E, static_cast<int>(k), H, I, group_shift, act);
+    launch(moe_down_pairs_kernel<kBits, S>,
+           dim3(static_cast<unsigned>((H + kExpertRowsPerBlock - 1) / kExpertRowsPerBlock), static_cast<unsigned>(n * k)),
+           32 * kExpertWarps, 0, static_cast<const float*>(act), chunk_ids, static_cast<const int32_t*>(order), tab, E,
+           H, I, group_shift, ypair);
+    launch(moe_combine_kernel, dim3(blocks_for(H), static_cast<unsigned>(n)), kThreads, 0,
+           static_cast<const float*>(ypair), chunk_ids, weights.as<const float>() + t0 * k, E, static_cast<int>(k), H,
+           out.as<float>() + t0 * H);
+  }
 }
 
 }  // namespace

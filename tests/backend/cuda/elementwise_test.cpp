@@ -545,9 +545,10 @@ void add_expert_matrix(TestExperts& x, int part, int64_t rows, int64_t cols, con
                           f.bits, f.gs});
 }
 
-// The routed experts on the GPU against the CPU op: every weight format, one to eight tokens, a slot
-// without an expert (id −1, as a NaN router row gives), unaligned activations. Within 1e-4: the GPU
-// folds scales per 16-byte chunk, the CPU per group.
+// The routed experts on the GPU against the CPU op: every weight format, one to eight tokens (decode
+// and speculative verify) and a prompt's 40, a slot without an expert (id −1, as a NaN router row
+// gives), unaligned activations. Within 1e-4: the GPU folds scales per 16-byte chunk, the CPU per
+// group.
 TEST_F(CudaElementwise, MoeExpertsMatchCpu) {
   const int64_t E = 12, I = 128, H = 256, k = 4;
   for (const ExpertFormat& f : {ExpertFormat{4, 64, DType::kBF16}, ExpertFormat{4, 32, DType::kF16},
@@ -560,7 +561,7 @@ TEST_F(CudaElementwise, MoeExpertsMatchCpu) {
       add_expert_matrix(x, 2, H, I, f, static_cast<uint32_t>(202 + 3 * e));
     }
     const backend::Buffer table = backend::expert_table(Device::kCuda, x.dev[0], x.dev[1], x.dev[2]);
-    for (int64_t T : {1, 3, 8}) {
+    for (int64_t T : {1, 3, 8, 40}) {
       std::vector<int32_t> id_list(static_cast<size_t>(T * k));
       std::mt19937 rng(static_cast<uint32_t>(T));
       for (int64_t t = 0; t < T; ++t) {
