@@ -11,23 +11,6 @@ namespace strata::backend {
 using detail::placement;
 using detail::require_f32;
 
-#ifdef STRATA_HAVE_CUDA
-namespace {
-// Host index lists for a CUDA op, staged into the MoE workspace in stream order. Every call asks
-// for room for both lists of n entries, so the second never grows (and frees) what the first wrote.
-Tensor stage(const void* data, DType dtype, size_t n, size_t offset_bytes) {
-  Tensor t;
-  t.dtype = dtype;
-  t.shape = Shape{static_cast<int64_t>(n)};
-  t.device = Device::kCuda;
-  t.data = static_cast<char*>(cuda::workspace(cuda::WorkspaceSlot::kMoe, 2 * n * 4 + 256)) +
-           offset_bytes;
-  cuda::copy(data, Device::kCpu, t.data, Device::kCuda, n * 4);
-  return t;
-}
-}  // namespace
-#endif
-
 void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights) {
   const Device d = placement("topk_softmax", {&logits, &ids, &weights});
   require_f32("topk_softmax", {&logits, &weights});
@@ -37,34 +20,6 @@ void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tenso
         ids.shape.str(), weights.shape.str());
   STRATA_CUDA_DISPATCH("topk_softmax", d, cuda::topk_softmax(logits, k, renormalize, ids, weights));
   cpu::topk_softmax(logits, k, renormalize, ids, weights);
-}
-
-void gather_rows(const Tensor& src, std::span<const int32_t> rows, const Tensor& out) {
-  const Device d = placement("gather_rows", {&src, &out});
-  require_f32("gather_rows", {&src, &out});
-  check(src.rank() == 2 && out.rank() == 2 && out.dim(1) == src.dim(1) &&
-            out.dim(0) == static_cast<int64_t>(rows.size()),
-        ErrorKind::kInternal, "gather_rows: src {} out {} rows {}", src.shape.str(), out.shape.str(), rows.size());
-  for (int32_t r : rows) check(r >= 0 && r < src.dim(0), ErrorKind::kInternal, "gather_rows: row {} out of range", r);
-  STRATA_CUDA_DISPATCH("gather_rows", d,
-                       cuda::gather_rows(src, stage(rows.data(), DType::kI32, rows.size(), 0), out));
-  cpu::gather_rows(src, rows, out);
-}
-
-void scatter_add_rows(const Tensor& src, std::span<const int32_t> rows, std::span<const float> scale,
-                      const Tensor& dst) {
-  const Device d = placement("scatter_add_rows", {&src, &dst});
-  require_f32("scatter_add_rows", {&src, &dst});
-  check(src.rank() == 2 && dst.rank() == 2 && src.dim(1) == dst.dim(1) &&
-            src.dim(0) == static_cast<int64_t>(rows.size()) && scale.size() == rows.size(),
-        ErrorKind::kInternal, "scatter_add_rows: src {} dst {} rows {}", src.shape.str(), dst.shape.str(),
-        rows.size());
-  for (int32_t r : rows)
-    check(r >= 0 && r < dst.dim(0), ErrorKind::kInternal, "scatter_add_rows: row {} out of range", r);
-  STRATA_CUDA_DISPATCH("scatter_add_rows", d,
-                       cuda::scatter_add_rows(src, stage(rows.data(), DType::kI32, rows.size(), 0),
-                                              stage(scale.data(), DType::kF32, scale.size(), rows.size() * 4), dst));
-  cpu::scatter_add_rows(src, rows, scale, dst);
 }
 
 namespace {

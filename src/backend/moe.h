@@ -1,6 +1,5 @@
-// Ops of the mixture-of-experts FFN: the router (softmax, top-k), moving token rows to and from an
-// expert's batch, the routed experts of a few tokens with the routing left on the device, and the
-// sigmoid-gated shared expert. Same contract as backend/ops.h.
+// Ops of the mixture-of-experts FFN: the router (softmax, top-k), the routed experts with the
+// routing left on the device, and the sigmoid-gated shared expert. Same contract as backend/ops.h.
 #pragma once
 
 #include <span>
@@ -14,13 +13,6 @@ namespace strata::backend {
 // Per row of logits ([T, E]): p = softmax(logits) in fp32, the k largest (ties: lower index first),
 // divided by their sum when renormalize. ids: I32 [T, k]; weights: F32 [T, k].
 void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights);
-
-// out[i, :] = src[rows[i], :] (out: [rows.size(), C]).
-void gather_rows(const Tensor& src, std::span<const int32_t> rows, const Tensor& out);
-
-// dst[rows[i], :] += scale[i] · src[i, :].
-void scatter_add_rows(const Tensor& src, std::span<const int32_t> rows, std::span<const float> scale,
-                      const Tensor& dst);
 
 // The routed experts, read from the router's output where it lies (a GPU step needs no round trip
 // to the host, so it can be replayed as a graph):

@@ -10,6 +10,7 @@
 
 #include "backend/gdn.h"
 #include "backend/moe.h"
+#include "backend/cpu/cpu_ops.h"
 #include "backend/ops.h"
 #include "backend/tensor_test_util.h"
 #include "core/error.h"
@@ -279,11 +280,11 @@ TEST(FusedOps, MoeExpertsEqualsTheLoopOverExperts) {
         const int64_t n = static_cast<int64_t>(rows.size());
         HostTensor xe(DType::kF32, {n, H}), g(DType::kF32, {n, I}), u(DType::kF32, {n, I}), act(DType::kF32, {n, I}),
             ye(DType::kF32, {n, H});
-        backend::gather_rows(h, rows, xe);
+        backend::cpu::gather_rows(h, rows, xe);
         backend::matmul(xe, x.gate[static_cast<size_t>(e)], g);
         backend::matmul(xe, x.up[static_cast<size_t>(e)], u);
         backend::silu_mul_matmul(g, u, x.down[static_cast<size_t>(e)], act, ye);
-        backend::scatter_add_rows(ye, rows, scale, want);
+        backend::cpu::scatter_add_rows(ye, rows, scale, want);
       }
       const std::string what = std::string(quantized ? "4-bit" : "F32") + " T " + std::to_string(T);
       EXPECT_TRUE(same_bits(got, want)) << what;

@@ -69,7 +69,7 @@ void fill_zero(void* dst, size_t nbytes);
 // memory grows on demand. Growing frees the old block, so it must not happen while a graph that
 // uses the slot is alive or being captured: callers run each shape eagerly once before capture,
 // and workspace_generation() changes whenever any slot grows (graph caches compare it).
-enum class WorkspaceSlot { kMatmul, kMatmulB, kMatmulX, kAttention, kDeltaRule, kMoe, kMoeAct, kSample, kCount };
+enum class WorkspaceSlot { kMatmul, kMatmulB, kMatmulX, kAttention, kDeltaRule, kMoeAct, kSample, kCount };
 void* workspace(WorkspaceSlot slot, size_t bytes);
 uint64_t workspace_generation();
 
@@ -109,8 +109,6 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);
 
 void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights);
-void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out);
-void scatter_add_rows(const Tensor& src, const Tensor& rows, const Tensor& scale, const Tensor& dst);
 // gate0: expert 0's gate (expert_table() checked that every matrix shares its format).
 void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Weight& gate0, int64_t E,
                  const Tensor& table, const Tensor& out);

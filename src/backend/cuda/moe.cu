@@ -12,7 +12,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
-#include "backend/cuda/row_copy.h"
 #include "backend/cuda/scale_type.h"
 #include "backend/cuda/warp.h"
 #include "backend/moe.h"
@@ -158,52 +157,13 @@ void launch_topk(const Tensor& logits, int64_t k, bool renormalize, const Tensor
          weights.as<float>());
 }
 
-// ---- row movement ----
+// ---- the shared expert's gated add ----
 
 __device__ inline float4 axpy(float4 d, float a, float4 x) {
   return make_float4(__fadd_rn(d.x, __fmul_rn(a, x.x)), __fadd_rn(d.y, __fmul_rn(a, x.y)),
                      __fadd_rn(d.z, __fmul_rn(a, x.z)), __fadd_rn(d.w, __fmul_rn(a, x.w)));
 }
 __device__ inline float axpy(float d, float a, float x) { return __fadd_rn(d, __fmul_rn(a, x)); }
-
-// d += a·x as fire-and-forget atomic adds of the rounded product (so a lone add rounds as the
-// CPU's `d += a * x` does). sm_90 adds four floats in one 16-byte atomic; the compute_80 PTX
-// fallback adds them one by one.
-__device__ inline void atomic_axpy(float4* d, float a, float4 x) {
-  const float4 v =
-      make_float4(__fmul_rn(a, x.x), __fmul_rn(a, x.y), __fmul_rn(a, x.z), __fmul_rn(a, x.w));
-#if __CUDA_ARCH__ >= 900
-  atomicAdd(d, v);
-#else
-  float* f = reinterpret_cast<float*>(d);
-  atomicAdd(f, v.x), atomicAdd(f + 1, v.y), atomicAdd(f + 2, v.z), atomicAdd(f + 3, v.w);
-#endif
-}
-__device__ inline void atomic_axpy(float* d, float a, float x) { atomicAdd(d, __fmul_rn(a, x)); }
-
-// dst[rows[i], :] += scale[i] · src[i, :] with atomicAdd. In our use the rows of one call are
-// distinct (a token appears once in an expert's batch), where a plain read-modify-write would do,
-// but the atomic version was not slower there: on an H200, float4 atomics took 1.32 µs against
-// 1.49 µs for one row of 2048 (decode) and 2.9 against 3.2 µs for 512 rows, and were 5% slower
-// only for one call of 4096+ rows (59 against 56 µs at 4096 × 4096). So duplicate rows are
-// summed correctly too, in no fixed order.
-// Rows outside dst are skipped.
-template <typename V>
-__global__ void scatter_add_rows_kernel(const V* __restrict__ src, const int32_t* __restrict__ rows,
-                                        const float* __restrict__ scale, int64_t n, int64_t cols,
-                                        V* dst, int64_t dst_rows) {
-  wait_for_inputs();
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
-    const int64_t r = rows[i];
-    if (r < 0 || r >= dst_rows) continue;
-    const float a = scale[i];
-    const V* s = src + i * cols;
-    V* d = dst + r * cols;
-    for (int64_t c = c0; c < cols; c += stride) atomic_axpy(d + c, a, s[c]);
-  }
-}
 
 // x[r, :] += sigmoid(gate[r]) · y[r, :], the gate computed as the CPU does: 1 / (1 + e^-g).
 template <typename V>
@@ -561,28 +521,6 @@ void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tenso
     launch_topk<32>(logits, k, renormalize, ids, weights);
   } else {
     launch_topk<0>(logits, k, renormalize, ids, weights);
-  }
-}
-
-void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) {
-  copy_rows(src.data, rows.as<const int32_t>(), src.dim(0), out.data, nullptr, rows.numel(), rows.numel(),
-            src.dim(1) * static_cast<int64_t>(sizeof(float)));
-}
-
-void scatter_add_rows(const Tensor& src, const Tensor& rows, const Tensor& scale,
-                      const Tensor& dst) {
-  const int64_t n = rows.numel(), C = src.dim(1);
-  if (n == 0 || C == 0) return;
-  const auto* r = rows.as<const int32_t>();
-  const auto* s = scale.as<const float>();
-  if (C % 4 == 0 && aligned16(src.data) && aligned16(dst.data)) {
-    const dim3 grid(blocks_for(C / 4), grid_y_for(n));
-    launch(scatter_add_rows_kernel<float4>, grid, kThreads, 0, src.as<const float4>(), r, s, n,
-           C / 4, dst.as<float4>(), dst.dim(0));
-  } else {
-    const dim3 grid(blocks_for(C), grid_y_for(n));
-    launch(scatter_add_rows_kernel<float>, grid, kThreads, 0, src.as<const float>(), r, s, n, C,
-           dst.as<float>(), dst.dim(0));
   }
 }
 

@@ -5,8 +5,8 @@
 // Tolerances: copies, argmax, top-k ids, add and add_bias exact (one rounding either side). With
 // exp, sin or cos (GPU and libm versions differ by an ulp or two): silu_mul, sigmoid_mul and top-k
 // weights within 1e-5·|ref|, rope within 1e-4 absolute (angles up to 2.6·10⁵ radians).
-// Multiply-adds (quantized embedding, scatter_add_rows, add_sigmoid_gated) within 1e-5·(1 + |ref|):
-// the host compiler may fuse them, and repeated rows' atomic adds come in any order.
+// Multiply-adds (quantized embedding, add_sigmoid_gated) within 1e-5·(1 + |ref|): the host compiler
+// may fuse them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -413,61 +413,6 @@ TEST_F(CudaElementwise, TopkSoftmaxMatchesCpuWithTies) {
   }
 }
 
-TEST_F(CudaElementwise, GatherAndScatterRowsMatchCpu) {
-  struct Case {
-    int64_t R;
-    std::vector<int32_t> gather, scatter;  // gathers may repeat rows; an expert's batch does not
-  };
-  std::vector<int32_t> many(300);
-  std::iota(many.begin(), many.end(), 0);
-  std::shuffle(many.begin(), many.end(), std::mt19937(21));
-  many.resize(200);
-  const std::vector<Case> cases = {
-      {50, {3, 49, 0, 3, 17, 8}, {12, 0, 49, 30, 7, 21}}, {300, many, many}, {50, {0}, {49}}};
-  for (const Case& c : cases) {
-    const int64_t n = static_cast<int64_t>(c.gather.size());
-    std::vector<float> scale(n);
-    std::mt19937 rng(22);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    for (float& s : scale) s = d(rng);
-    for (int64_t C : {2048, 7}) {
-      for (size_t offset : {0, 4}) {
-        const std::string what = "n " + std::to_string(n) + " C " + std::to_string(C) + " offset " +
-                                 std::to_string(offset);
-        const HostTensor src = random_tensor({c.R, C}, 23);
-        HostTensor ref(DType::kF32, {n, C});
-        backend::cpu::gather_rows(src, c.gather, ref);
-        const DeviceCopy dsrc = to_device(src, offset),
-                         dout = to_device(random_tensor({n, C}, 24), offset);
-        backend::gather_rows(dsrc.view, c.gather, dout.view);
-        expect_equal_bytes(backend::to_host(dout.view), ref, "gather " + what);
-
-        const HostTensor rows_in = random_tensor({n, C}, 25);
-        HostTensor dst = random_tensor({c.R, C}, 26);
-        const DeviceCopy din = to_device(rows_in, offset), ddst = to_device(dst, offset);
-        backend::cpu::scatter_add_rows(rows_in, c.scatter, scale, dst);
-        backend::scatter_add_rows(din.view, c.scatter, scale, ddst.view);
-        expect_close(backend::to_host(ddst.view), dst, 1e-5f, 1e-5f, "scatter " + what);
-      }
-    }
-  }
-}
-
-// The CUDA scatter adds atomically, so rows that repeat within one call still add up (in some
-// order: within rounding of the CPU's sequential sum).
-TEST_F(CudaElementwise, ScatterAddRowsSumsRepeatedRows) {
-  const std::vector<int32_t> rows = {4, 1, 4, 4, 0};
-  const std::vector<float> scale = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f};
-  for (int64_t C : {2048, 7}) {
-    const HostTensor src = random_tensor({5, C}, 27);
-    HostTensor dst = random_tensor({6, C}, 28);
-    const DeviceCopy dsrc = to_device(src), ddst = to_device(dst);
-    backend::cpu::scatter_add_rows(src, rows, scale, dst);
-    backend::scatter_add_rows(dsrc.view, rows, scale, ddst.view);
-    expect_close(backend::to_host(ddst.view), dst, 1e-5f, 1e-5f, "C " + std::to_string(C));
-  }
-}
-
 TEST_F(CudaElementwise, AddSigmoidGatedMatchesCpu) {
   for (int64_t C : {2048, 7}) {
     for (int64_t R : {1, 5}) {
@@ -496,15 +441,10 @@ TEST_F(CudaElementwise, EmptyInputsAreNoOps) {
   const DeviceCopy db = to_device(bias);
   backend::add_bias(d.view, db.view);
   backend::split_columns(d.view, std::vector<Tensor>{d.view});
-  const HostTensor src = random_tensor({4, 16}, 29);
-  const DeviceCopy ds = to_device(src);
-  backend::gather_rows(ds.view, {}, d.view);
-  backend::scatter_add_rows(d.view, {}, {}, ds.view);
   HostTensor ids(DType::kI32, {0, 2}), weights(DType::kF32, {0, 2});
   const DeviceCopy di = to_device(ids), dw = to_device(weights);
   backend::topk_softmax(d.view, 2, true, di.view, dw.view);
   backend::cuda::synchronize();
-  expect_equal_bytes(backend::to_host(ds.view), src, "scatter of no rows");
 }
 
 // ---- moe_experts ----
