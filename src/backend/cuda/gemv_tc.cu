@@ -419,8 +419,9 @@ void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs
   auto* kernel = gemv_tc_kernel<kBits, kFolds, kGlu && !kSeparate, kSeparate, S>;
   const size_t smem = shared_bytes<kBits>(K);
   // Resident blocks per SM by K (shared memory grows with K); an instance sees few distinct K, and
-  // eager steps (MoE) alternate them, so each is asked of the runtime once.
-  static std::vector<std::pair<int64_t, int>> blocks_per_sm;
+  // eager steps (MoE) alternate them, so each is asked of the runtime once per host thread (a cache
+  // of each thread's own: no lock on the launch path).
+  thread_local std::vector<std::pair<int64_t, int>> blocks_per_sm;
   static const bool raised = [&] {
     STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes()));
     return true;
