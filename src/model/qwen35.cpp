@@ -20,7 +20,6 @@ namespace strata::model {
 namespace {
 
 namespace ops = backend;
-
 using backend::Weight;
 
 // Spans of up to this many tokens run the delta rule token by token, exactly as decode does (so a
@@ -85,7 +84,7 @@ class Qwen35Model final : public Model {
   Qwen35Model(ModelConfig config, std::unique_ptr<WeightLoader> weights, std::string fingerprint)
       : Model(std::move(config), std::move(fingerprint), weights->device()),
         weights_(std::move(weights)),
-        // Steps that graphs capture (at most kGraphMaxTokens tokens) route MoE tokens on the device.
+        // The body never reads device memory on the host (MoE routing included): steps may be captured.
         runner_(device_, true),
         s_(runner_.scratch()) {
     load();

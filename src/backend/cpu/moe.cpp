@@ -73,6 +73,7 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std:
       if (e >= 0 && e < E) routed[static_cast<size_t>(e)].push_back({static_cast<int32_t>(t), pw[t * k + i]});
     }
   std::fill(out.as<float>(), out.as<float>() + T * H, 0.0f);
+  const auto view = [](float* p, int64_t a, int64_t b) { return Tensor{p, DType::kF32, Shape{a, b}, Device::kCpu}; };
   for (int64_t e = 0; e < E; ++e) {
     const auto& r = routed[static_cast<size_t>(e)];
     if (r.empty()) continue;
@@ -81,7 +82,6 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std:
     scales.resize(r.size());
     for (size_t j = 0; j < r.size(); ++j) rows[j] = r[j].first, scales[j] = r[j].second;
     scratch.resize(static_cast<size_t>(n * (2 * H + 2 * I)));
-    const auto view = [](float* p, int64_t a, int64_t b) { return Tensor{p, DType::kF32, Shape{a, b}, Device::kCpu}; };
     float* p = scratch.data();
     const Tensor xe = view(p, n, H), g = view(p + n * H, n, I), u = view(p + n * (H + I), n, I),
                  y = view(p + n * (H + 2 * I), n, H);

@@ -1,7 +1,6 @@
-// Mixture-of-experts ops on the GPU: the router's softmax and top-k (one warp per token), moving
-// token rows into and out of an expert's batch, the routed experts of a few tokens read straight
-// from the router's output, and the sigmoid-gated shared expert's residual add. The row lists
-// arrive as device tensors (backend/moe.cpp stages the host lists in stream order).
+// Mixture-of-experts ops on the GPU: the router's softmax and top-k (one warp per token), the routed
+// experts read straight from the router's output (no host round trip at any step length), and the
+// sigmoid-gated shared expert's residual add.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -183,10 +182,13 @@ __global__ void add_sigmoid_gated_kernel(V* x, const V* __restrict__ y,
 
 // ---- moe_experts ----
 //
-// Two launches, neither of which needs the routing on the host. The first computes SiLU(gate_e · x[t])
-// ⊙ (up_e · x[t]) for every (token, slot) pair, a block per 32 of its rows and pair, into a workspace
-// [T·k, I]. The second, a block per four output rows and token, gives each of the token's experts
-// to a warp (so all their loads go out at once) and sums weight · down_e · act in ascending id.
+// None of the launches needs the routing on the host. A decode step (up to kTokenKernelMaxTokens
+// tokens) takes two: SiLU(gate_e · x[t]) ⊙ (up_e · x[t]) for every (token, slot) pair, a block per 32
+// of its rows and pair, into a workspace [T·k, I]; then a block per four output rows and token gives
+// each of the token's experts to a warp (so all their loads go out at once) and sums
+// weight · down_e · act in ascending id. A prompt sorts its pairs by expert first, runs both
+// projections by pair in that order (an expert's pairs share its rows in L1 and L2), and sums each
+// token's experts in a last launch, with the decode kernel's arithmetic.
 // Weights are dequantized in registers (Σ (s·q + b)·x = s·Σ q·x + b·Σ x per 16-byte chunk, which
 // never straddles a group); the matrices are small (an expert of Qwen3.5-35B-A3B is 0.6 MB at
 // 4 bits), so the kernels are plain: each warp streams four rows, its lanes taking every 32nd chunk.
@@ -456,8 +458,8 @@ constexpr int64_t kTokenKernelMaxTokens = 8;
 // 512 tokens, 4-bit / 8-bit tok/s): 1: 2295 / 2834; 2: 2435 / 2979; 4: 2528 / 3118; 8: 2558 / 3160;
 // 16: 2550 / 3148.
 constexpr int kPairsPerBlock = 8;
-// The most workspace a prompt's chunk of pairs takes (64 MB: 400 tokens of Qwen3.5-35B-A3B, 8
-// experts a token, 512 + 2048 floats a pair).
+// The most workspace a prompt's chunk of pairs takes (64 MB: 818 tokens of Qwen3.5-35B-A3B, 8
+// experts a token, 512 + 2048 floats and an index a pair).
 constexpr int64_t kActBudgetBytes = int64_t{64} << 20;
 
 template <int kBits, typename S>
@@ -475,7 +477,6 @@ void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weight
   if (smem > static_cast<size_t>(max_optin_shared_bytes()))
     throw_internal_error("moe_experts: the hidden size exceeds shared memory");
   const auto* tab = table.as<const ExpertMatrix>();
-  const unsigned down_blocks = static_cast<unsigned>((H + kDownRows - 1) / kDownRows);
   if (T <= kTokenKernelMaxTokens) {
     // A decode step: each pair's SiLU(gate) ⊙ up, then each token's rows with its experts' dots.
     auto* act = static_cast<float*>(workspace(WorkspaceSlot::kMoeAct, static_cast<size_t>(T * k * I) * sizeof(float)));
@@ -483,6 +484,7 @@ void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weight
                          static_cast<unsigned>(T * k)),
            32 * kExpertWarps, smem, x.as<const float>(), ids.as<const int32_t>(), nullptr, T * k, 1, tab, E,
            static_cast<int>(k), H, I, group_shift, act);
+    const unsigned down_blocks = static_cast<unsigned>((H + kDownRows - 1) / kDownRows);
     launch(moe_down_kernel<kBits, S>, dim3(down_blocks, static_cast<unsigned>(T)), 32 * kExpertWarps, 0,
            static_cast<const float*>(act), ids.as<const int32_t>(), weights.as<const float>(), tab, E,
            static_cast<int>(k), H, I, group_shift, out.as<float>());
