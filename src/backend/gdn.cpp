@@ -42,9 +42,12 @@ void l2_norm(const Tensor& x, float eps, float scale, const Tensor& out) {
   cpu::l2_norm(x, eps, scale, out);
 }
 
-void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& window, const Tensor& a,
-                 const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, float l2_eps, float q_scale,
-                 const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) {
+namespace {
+
+// The shape checks of each step of the mixer's core, shared by its op and by gdn_core.
+Device check_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& window, const Tensor& a,
+                     const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& q, const Tensor& k,
+                     const Tensor& v, const Tensor& g, const Tensor& beta) {
   const Device d = placement("gdn_prepare", {&qkv, &conv_weight, &window, &a, &b, &a_log, &dt_bias, &q, &k, &v, &g,
                                              &beta});
   require_f32("gdn_prepare", {&qkv, &conv_weight, &window, &a, &b, &a_log, &dt_bias, &q, &k, &v, &g, &beta});
@@ -62,14 +65,11 @@ void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& win
   check(d != Device::kCuda || (conv_weight.dim(1) >= 2 && conv_weight.dim(1) <= 8 && dk <= 256 && dv <= 256),
         ErrorKind::kUnsupported, "CUDA gdn_prepare: conv width {} (2 to 8), head dims {} and {} (up to 256)",
         conv_weight.dim(1), dk, dv);
-  STRATA_CUDA_DISPATCH("gdn_prepare", d,
-                       cuda::gdn_prepare(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale, q, k, v, g,
-                                         beta));
-  cpu::gdn_prepare(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale, q, k, v, g, beta);
+  return d;
 }
 
-void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                      const Tensor& state, const Tensor& out, DeltaRuleForm form) {
+Device check_delta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                   const Tensor& state, const Tensor& out) {
   const Device d = placement("gated_delta_rule", {&q, &k, &v, &g, &beta, &state, &out});
   require_f32("gated_delta_rule", {&q, &k, &v, &g, &beta, &state, &out});
   const bool ok = q.rank() == 3 && k.shape == q.shape && v.rank() == 3 && v.dim(0) == q.dim(0) &&
@@ -78,17 +78,54 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
                   state.dim(1) == v.dim(2) && state.dim(2) == q.dim(2) && out.shape == v.shape;
   check(ok, ErrorKind::kInternal, "gated_delta_rule: q {} k {} v {} g {} state {} out {}", q.shape.str(),
         k.shape.str(), v.shape.str(), g.shape.str(), state.shape.str(), out.shape.str());
+  return d;
+}
+
+Device check_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, const Tensor& out) {
+  const Device d = placement("rms_norm_gated", {&x, &w, &z, &out});
+  require_f32("rms_norm_gated", {&x, &w, &z, &out});
+  check(x.dim(-1) == w.numel() && z.numel() == x.numel() && out.numel() == x.numel(), ErrorKind::kInternal,
+        "rms_norm_gated: x {} w {} z {} out {}", x.shape.str(), w.shape.str(), z.shape.str(), out.shape.str());
+  return d;
+}
+
+}  // namespace
+
+void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& window, const Tensor& a,
+                 const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, float l2_eps, float q_scale,
+                 const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) {
+  const Device d = check_prepare(qkv, conv_weight, window, a, b, a_log, dt_bias, q, k, v, g, beta);
+  STRATA_CUDA_DISPATCH("gdn_prepare", d,
+                       cuda::gdn_prepare(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale, q, k, v, g,
+                                         beta));
+  cpu::gdn_prepare(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale, q, k, v, g, beta);
+}
+
+void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                      const Tensor& state, const Tensor& out, DeltaRuleForm form) {
+  const Device d = check_delta(q, k, v, g, beta, state, out);
   STRATA_CUDA_DISPATCH("gated_delta_rule", d, cuda::gated_delta_rule(q, k, v, g, beta, state, out, form));
   cpu::gated_delta_rule(q, k, v, g, beta, state, out, form);
 }
 
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out) {
-  const Device d = placement("rms_norm_gated", {&x, &w, &z, &out});
-  require_f32("rms_norm_gated", {&x, &w, &z, &out});
-  check(x.dim(-1) == w.numel() && z.numel() == x.numel() && out.numel() == x.numel(), ErrorKind::kInternal,
-        "rms_norm_gated: x {} w {} z {} out {}", x.shape.str(), w.shape.str(), z.shape.str(), out.shape.str());
+  const Device d = check_norm_gated(x, w, z, out);
   STRATA_CUDA_DISPATCH("rms_norm_gated", d, cuda::rms_norm_gated(x, w, z, eps, out));
   cpu::rms_norm_gated(x, w, z, eps, out);
+}
+
+void gdn_core(const GdnCore& c, const Tensor& y) {
+  check_prepare(c.qkv, c.conv_weight, c.window, c.a, c.b, c.a_log, c.dt_bias, c.q, c.k, c.v, c.g, c.beta);
+  check_delta(c.q, c.k, c.v, c.g, c.beta, c.state, c.o);
+  const Tensor o_rows = c.o.reshaped({c.o.numel() / c.v.dim(2), c.v.dim(2)});
+  check_norm_gated(o_rows, c.norm, c.z, y);
+  const Device d = placement("gdn_core", {&c.qkv, &c.z, &c.a, &c.b, &c.conv_weight, &c.a_log, &c.dt_bias, &c.norm,
+                                          &c.window, &c.state, &c.q, &c.k, &c.v, &c.g, &c.beta, &c.o, &y});
+  STRATA_CUDA_DISPATCH("gdn_core", d, cuda::gdn_core(c, y));
+  cpu::gdn_prepare(c.qkv, c.conv_weight, c.window, c.a, c.b, c.a_log, c.dt_bias, c.l2_eps, c.q_scale, c.q, c.k, c.v,
+                   c.g, c.beta);
+  cpu::gated_delta_rule(c.q, c.k, c.v, c.g, c.beta, c.state, c.o, c.form);
+  cpu::rms_norm_gated(o_rows, c.norm, c.z, c.norm_eps, y);
 }
 
 }  // namespace strata::backend

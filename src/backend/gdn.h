@@ -43,4 +43,19 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
 // w: [D], a plain weight, never 1-centred).
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);
 
+// The mixer's core between its projections, as one op with the contracts above:
+//   gdn_prepare(qkv, conv_weight, window, a, b, a_log, dt_bias, l2_eps, q_scale) → q, k, v, g, beta;
+//   gated_delta_rule(q, k, v, g, beta, state, form) → o;  rms_norm_gated(o, norm, z, norm_eps) → y.
+// z: [T, Hv·dv]; o: [T, Hv, dv]; y: [T, Hv·dv]. q, k, v, g, beta and o are scratch: a backend that
+// fuses the steps (CUDA, one token) does not write them.
+struct GdnCore {
+  Tensor qkv, z, a, b;                       // the step's input projections
+  Tensor conv_weight, a_log, dt_bias, norm;  // the layer's weights
+  Tensor window, state;                      // its recurrent state, advanced in place
+  Tensor q, k, v, g, beta, o;                // scratch
+  float l2_eps = 1e-6f, q_scale = 1.0f, norm_eps = 1e-6f;
+  DeltaRuleForm form = DeltaRuleForm::kRecurrent;
+};
+void gdn_core(const GdnCore& core, const Tensor& y);
+
 }  // namespace strata::backend

@@ -167,8 +167,8 @@ class Qwen35Model final : public Model {
     ops::matmul(o, A.o, out);
   }
 
-  // Gated DeltaNet (§1.5): projections, then causal conv + SiLU, L2-normalised q/k and the gates
-  // (one op), the delta rule on the fp32 state, gated RMSNorm × SiLU(z), out projection.
+  // Gated DeltaNet (§1.5): projections, then one op for the core (causal conv + SiLU, L2-normalised
+  // q/k and the gates, the delta rule on the fp32 state, gated RMSNorm × SiLU(z)), out projection.
   void linear_attention(const Layer& L, const Tensor& h, ModelState& state, const Tensor& out) {
     const LinearAttentionConfig& c = config_.linear;
     const int64_t T = h.dim(0), Ck = c.key_heads * c.key_dim, Cv = c.value_heads * c.value_dim;
@@ -181,15 +181,27 @@ class Qwen35Model final : public Model {
     const Weight* in[] = {&M.qkv, &M.z, &M.b, &M.a};
     const Tensor in_out[] = {cq, z, b, a};
     ops::matmul_group(h, in, in_out);
-    ops::gdn_prepare(cq, M.conv, state.buffers[L.state].tensor.view(), a, b, M.a_log, M.dt_bias, kL2NormEps,
-                     1.0f / std::sqrt(static_cast<float>(c.key_dim)), q.reshaped({T, c.key_heads, c.key_dim}),
-                     k.reshaped({T, c.key_heads, c.key_dim}), v.reshaped({T, c.value_heads, c.value_dim}), g, beta);
-    ops::gated_delta_rule(q.reshaped({T, c.key_heads, c.key_dim}), k.reshaped({T, c.key_heads, c.key_dim}),
-                          v.reshaped({T, c.value_heads, c.value_dim}), g, beta,
-                          state.buffers[L.state + 1].tensor.view(), o.reshaped({T, c.value_heads, c.value_dim}),
-                          T <= kRecurrentMaxTokens ? ops::DeltaRuleForm::kRecurrent : ops::DeltaRuleForm::kChunked);
-    ops::rms_norm_gated(o.reshaped({T * c.value_heads, c.value_dim}), M.norm,
-                        z.reshaped({T * c.value_heads, c.value_dim}), eps_, y);
+    ops::GdnCore core{.qkv = cq,
+                      .z = z,
+                      .a = a,
+                      .b = b,
+                      .conv_weight = M.conv,
+                      .a_log = M.a_log,
+                      .dt_bias = M.dt_bias,
+                      .norm = M.norm,
+                      .window = state.buffers[L.state].tensor.view(),
+                      .state = state.buffers[L.state + 1].tensor.view(),
+                      .q = q.reshaped({T, c.key_heads, c.key_dim}),
+                      .k = k.reshaped({T, c.key_heads, c.key_dim}),
+                      .v = v.reshaped({T, c.value_heads, c.value_dim}),
+                      .g = g,
+                      .beta = beta,
+                      .o = o.reshaped({T, c.value_heads, c.value_dim}),
+                      .l2_eps = kL2NormEps,
+                      .q_scale = 1.0f / std::sqrt(static_cast<float>(c.key_dim)),
+                      .norm_eps = eps_,
+                      .form = T <= kRecurrentMaxTokens ? ops::DeltaRuleForm::kRecurrent : ops::DeltaRuleForm::kChunked};
+    ops::gdn_core(core, y);
     ops::matmul(y, M.out, out);
   }
 

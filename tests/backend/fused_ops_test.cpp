@@ -1,4 +1,4 @@
-// The fused CPU ops (add_rms_norm, gdn_prepare, qk_norm_rope_store) against the sequences of ops
+// The fused CPU ops (add_rms_norm, gdn_prepare, gdn_core, qk_norm_rope_store) against the sequences of ops
 // they replace in the models. The fused CPU op is the reference the CUDA kernels are tested
 // against, and the model goldens were checked with the old sequence: they must agree bit for bit.
 #include <gtest/gtest.h>
@@ -139,6 +139,56 @@ TEST(FusedOps, GdnPrepareRejectsAQkvWidthThatDoesNotMatchTheHeads) {
   HostTensor q(DType::kF32, {1, 2, 16}), k(DType::kF32, {1, 2, 16}), v(DType::kF32, {1, 4, 24}),
       g(DType::kF32, {1, 4}), beta(DType::kF32, {1, 4});
   EXPECT_THROW(backend::gdn_prepare(qkv, w, win, a, b, al, dt, 1e-6f, 1.0f, q, k, v, g, beta),
+               Error);
+}
+
+// ---- gdn_core ----
+
+// The core of the mixer as one op: the same bits as gdn_prepare, gated_delta_rule and
+// rms_norm_gated in turn, over decode steps and a prefill on one window and state.
+TEST(FusedOps, GdnCoreEqualsPrepareDeltaRuleAndGatedNorm) {
+  const GdnShape s{2, 16, 4, 24, 4};
+  const int64_t Ck = s.Hk * s.dk, Cv = s.Hv * s.dv, C = 2 * Ck + Cv;
+  const HostTensor w = random_tensor({C, s.K}, 1, 0.5f), a_log = random_tensor({s.Hv}, 2),
+                   dt = random_tensor({s.Hv}, 3), norm = random_tensor({s.dv}, 4, 0.5f);
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(s.dk));
+  HostTensor win_ref = random_tensor({s.K - 1, C}, 5), win = clone(win_ref);
+  HostTensor state_ref = random_tensor({s.Hv, s.dv, s.dk}, 6, 0.5f), state = clone(state_ref);
+  uint32_t seed = 10;
+  for (int64_t T : {1, 1, 70, 1}) {
+    const auto form = T == 1 ? backend::DeltaRuleForm::kRecurrent : backend::DeltaRuleForm::kChunked;
+    const HostTensor qkv = random_tensor({T, C}, seed++), z = random_tensor({T, Cv}, seed++),
+                     a = random_tensor({T, s.Hv}, seed++, 4.0f), b = random_tensor({T, s.Hv}, seed++, 2.0f);
+    HostTensor q(DType::kF32, {T, s.Hk, s.dk}), k(DType::kF32, {T, s.Hk, s.dk}), v(DType::kF32, {T, s.Hv, s.dv}),
+        g(DType::kF32, {T, s.Hv}), beta(DType::kF32, {T, s.Hv}), o(DType::kF32, {T, s.Hv, s.dv});
+    HostTensor y_ref(DType::kF32, {T, Cv}), y(DType::kF32, {T, Cv});
+    backend::gdn_prepare(qkv, w, win_ref, a, b, a_log, dt, 1e-6f, q_scale, q, k, v, g, beta);
+    backend::gated_delta_rule(q, k, v, g, beta, state_ref, o, form);
+    backend::rms_norm_gated(o.view().reshaped({T * s.Hv, s.dv}), norm, z, 1e-6f, y_ref);
+    backend::gdn_core({.qkv = qkv, .z = z, .a = a, .b = b, .conv_weight = w, .a_log = a_log, .dt_bias = dt,
+                       .norm = norm, .window = win, .state = state, .q = q, .k = k, .v = v, .g = g,
+                       .beta = beta, .o = o, .l2_eps = 1e-6f, .q_scale = q_scale, .norm_eps = 1e-6f,
+                       .form = form},
+                      y);
+    const std::string what = "T " + std::to_string(T);
+    EXPECT_TRUE(same_bits(y, y_ref)) << what << " y";
+    EXPECT_TRUE(same_bits(win, win_ref)) << what << " window";
+    EXPECT_TRUE(same_bits(state, state_ref)) << what << " state";
+  }
+}
+
+TEST(FusedOps, GdnCoreRejectsAGateWidthThatDoesNotMatchTheValueHeads) {
+  const GdnShape s{2, 16, 4, 24, 4};
+  const int64_t Ck = s.Hk * s.dk, Cv = s.Hv * s.dv, C = 2 * Ck + Cv;
+  const HostTensor qkv = random_tensor({1, C}, 1), z = random_tensor({1, Cv - 1}, 2), w = random_tensor({C, s.K}, 3),
+                   win = random_tensor({s.K - 1, C}, 4), state = random_tensor({s.Hv, s.dv, s.dk}, 5),
+                   a = random_tensor({1, s.Hv}, 6), al = random_tensor({s.Hv}, 7), norm = random_tensor({s.dv}, 8);
+  HostTensor q(DType::kF32, {1, s.Hk, s.dk}), k(DType::kF32, {1, s.Hk, s.dk}), v(DType::kF32, {1, s.Hv, s.dv}),
+      g(DType::kF32, {1, s.Hv}), beta(DType::kF32, {1, s.Hv}), o(DType::kF32, {1, s.Hv, s.dv}), y(DType::kF32, {1, Cv});
+  EXPECT_THROW(backend::gdn_core({.qkv = qkv, .z = z, .a = a, .b = a, .conv_weight = w, .a_log = al, .dt_bias = al,
+                                  .norm = norm, .window = win, .state = state, .q = q, .k = k, .v = v, .g = g,
+                                  .beta = beta, .o = o},
+                                 y),
                Error);
 }
 

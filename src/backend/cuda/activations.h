@@ -9,6 +9,8 @@ namespace strata::backend::cuda {
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// torch's softplus threshold: x itself above 20.
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 // SiLU(gate) · up: the silu_mul op, and the down projection that forms it as it reads (gemv_tc).
 __device__ __forceinline__ float swiglu(float gate, float up) { return silu(gate) * up; }
 

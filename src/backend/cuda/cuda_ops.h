@@ -107,6 +107,7 @@ void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& win
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                       const Tensor& state, const Tensor& out, DeltaRuleForm form);
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);
+void gdn_core(const GdnCore& core, const Tensor& y);
 
 void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights);
 // gate0: expert 0's gate (expert_table() checked that every matrix shares its format).

@@ -9,15 +9,13 @@
 #include "backend/cuda/activations.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gdn_common.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/warp.h"
 
 namespace strata::backend::cuda {
 
 namespace {
-
-// As the CPU reference computes it (silu and sigmoid: activations.h): expf, torch's threshold.
-__device__ inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -32,7 +30,6 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 // then overwrite its channel's window without racing any other reader.
 constexpr int kConvThreads = 256;
 constexpr int kConvTile = 16;
-constexpr int kMaxConvK = 8;
 
 template <int K>
 __global__ void causal_conv1d_silu_kernel(const float* __restrict__ x, const float* __restrict__ w,
@@ -361,27 +358,6 @@ __global__ void rms_norm_gated_kernel(const float* x, const float* __restrict__ 
 // where every row walks all T tokens with its state in registers).
 
 constexpr int kDeltaThreads = 64;  // small blocks spread the 0.8B's 2048 rows over all SMs
-
-// The three dots a state row needs per token, over the kG lanes that share the row (each holds kNc
-// float4 of it): S·k, S·q and k·q (o = α(S·q) + u(k·q) uses the old row for both). One accumulator
-// per dot, then a shuffle reduction within the lane group.
-template <int kNc, int kG>
-__device__ inline void row_dots(const float4 (&s)[kNc], const float4 (&kc)[kNc], const float4 (&qc)[kNc], float& sk,
-                                float& sq, float& kq) {
-  sk = 0.0f, sq = 0.0f, kq = 0.0f;
-#pragma unroll
-  for (int c = 0; c < kNc; ++c) {
-    sk += s[c].x * kc[c].x + s[c].y * kc[c].y + s[c].z * kc[c].z + s[c].w * kc[c].w;
-    sq += s[c].x * qc[c].x + s[c].y * qc[c].y + s[c].z * qc[c].z + s[c].w * qc[c].w;
-    kq += kc[c].x * qc[c].x + kc[c].y * qc[c].y + kc[c].z * qc[c].z + kc[c].w * qc[c].w;
-  }
-#pragma unroll
-  for (int offset = kG / 2; offset > 0; offset /= 2) {
-    sk += __shfl_xor_sync(0xffffffffu, sk, offset);
-    sq += __shfl_xor_sync(0xffffffffu, sq, offset);
-    kq += __shfl_xor_sync(0xffffffffu, kq, offset);
-  }
-}
 
 // kG lanes per row, each holding kNc float4 chunks of it: lane l of the group owns elements
 // c·4·kG + 4·l + {0..3}, so a group's loads of a row (and of k, q) are contiguous 4·kG floats.

@@ -37,21 +37,38 @@ namespace strata::backend::cuda {
 // first call.
 bool pdl_enabled();
 
-// kernel<<<grid, block, shared_bytes, stream()>>>(args...), with PDL when enabled; throws on
-// failure.
+// Whether the device runs thread-block clusters (compute capability 9.0 and above).
+bool clusters_supported();
+
+// kernel<<<grid, block, shared_bytes, stream()>>>(args...), with PDL when enabled and, when
+// `cluster` > 1, the grid cut into clusters of that many blocks along x (grid.x a multiple of it;
+// only where clusters_supported()); throws on failure.
 template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, Args&&... args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+void launch_clustered(unsigned cluster, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                      Args&&... args) {
+  cudaLaunchAttribute attributes[2]{};
+  unsigned n = 0;
+  if (pdl_enabled()) {
+    attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attributes[n].id = cudaLaunchAttributeClusterDimension;
+    attributes[n++].val.clusterDim = {cluster, 1, 1};
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream();
-  config.attrs = &attribute;
-  config.numAttrs = pdl_enabled() ? 1 : 0;  // no attributes: an ordinary launch
+  config.attrs = attributes;
+  config.numAttrs = n;  // none: an ordinary launch
   STRATA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, Args&&... args) {
+  launch_clustered(1, kernel, grid, block, shared_bytes, std::forward<Args>(args)...);
 }
 
 #ifdef __CUDACC__  // host code (tests) may include this header for pdl_enabled()

@@ -12,6 +12,8 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <vector>
+#include <cstdlib>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
@@ -314,6 +316,136 @@ TEST_F(CudaGdn, DecodeStepReplaysAsAGraph) {
   const cuda::Graph graph = cuda::end_capture();
   for (int i = 0; i < 3; ++i) graph.launch();
   EXPECT_TRUE(all_close(fetch(dwin.view), win, 0.0f)) << "window";
+  EXPECT_TRUE(all_close(fetch(dstate.view), state, kDeltaTolerance)) << "state";
+  EXPECT_TRUE(all_close(fetch(dy.view), y_ref, kDeltaTolerance)) << "output";
+}
+
+// ---- the mixer's core as one op (gdn_core) ----
+
+struct CoreShape {
+  const char* name;
+  int64_t Hk, Hv, dk, dv, K;
+};
+
+// The layer's weights and recurrent state for a core shape, on the host.
+struct CoreLayer {
+  HostTensor conv, a_log, dt, norm, window, state;
+};
+
+CoreLayer random_core_layer(const CoreShape& s, uint32_t seed) {
+  const int64_t C = 2 * s.Hk * s.dk + s.Hv * s.dv;
+  return {random_tensor({C, s.K}, seed, 0.5f),          random_tensor({s.Hv}, seed + 1, 0.5f),
+          random_tensor({s.Hv}, seed + 2, 4.0f),        random_tensor({s.dv}, seed + 3, 0.5f),
+          random_tensor({s.K - 1, C}, seed + 4),        random_tensor({s.Hv, s.dv, s.dk}, seed + 5, 0.5f)};
+}
+
+// A step's inputs (qkv, z, a, b), then its scratch (q, k, v, g, beta, o: NaN), on the host and
+// uploaded.
+struct CoreStep {
+  std::vector<HostTensor> host;
+  std::vector<cuda::DeviceTensor> device;
+  std::vector<Tensor> host_views, device_views;
+};
+
+CoreStep random_core_step(const CoreShape& s, int64_t T, uint32_t seed) {
+  CoreStep step;
+  step.host.push_back(random_tensor({T, 2 * s.Hk * s.dk + s.Hv * s.dv}, seed));
+  step.host.push_back(random_tensor({T, s.Hv * s.dv}, seed + 1));
+  step.host.push_back(random_tensor({T, s.Hv}, seed + 2, 8.0f));
+  step.host.push_back(random_tensor({T, s.Hv}, seed + 3, 4.0f));
+  for (const Shape& shape : {Shape{T, s.Hk, s.dk}, Shape{T, s.Hk, s.dk}, Shape{T, s.Hv, s.dv}, Shape{T, s.Hv},
+                             Shape{T, s.Hv}, Shape{T, s.Hv, s.dv}})
+    step.host.push_back(nan_tensor(shape));
+  for (const HostTensor& t : step.host) {
+    step.host_views.push_back(t.view());
+    step.device.push_back(cuda::upload(t));
+  }
+  for (const cuda::DeviceTensor& t : step.device) step.device_views.push_back(t.view);
+  return step;
+}
+
+backend::GdnCore core_args(const CoreShape& s, int64_t T, const std::vector<Tensor>& t, const Tensor& conv,
+                           const Tensor& a_log, const Tensor& dt, const Tensor& norm, const Tensor& window,
+                           const Tensor& state) {
+  return {.qkv = t[0],
+          .z = t[1],
+          .a = t[2],
+          .b = t[3],
+          .conv_weight = conv,
+          .a_log = a_log,
+          .dt_bias = dt,
+          .norm = norm,
+          .window = window,
+          .state = state,
+          .q = t[4],
+          .k = t[5],
+          .v = t[6],
+          .g = t[7],
+          .beta = t[8],
+          .o = t[9],
+          .l2_eps = 1e-6f,
+          .q_scale = 1.0f / std::sqrt(static_cast<float>(s.dk)),
+          .norm_eps = 1e-6f,
+          .form = T == 1 ? DeltaRuleForm::kRecurrent : DeltaRuleForm::kChunked};
+}
+
+// Steps of 1, 3 and 1 tokens (the fused kernel for one token, the three ops it replaces otherwise)
+// on one window and state, against the CPU's three ops, at every split of the value heads that fits
+// (STRATA_GDN_SPLIT) and at the shapes the fused kernel does not take (dk 48, dv 5, conv width 2).
+TEST_F(CudaGdn, CoreMatchesCpuOverSteps) {
+  const CoreShape shapes[] = {{"tiny16", 2, 4, 16, 16, 4},  {"dv24", 2, 4, 16, 24, 4},
+                              {"dk32_r4", 2, 8, 32, 32, 3}, {"dk64", 2, 4, 64, 64, 4},
+                              {"dk256", 1, 2, 256, 32, 4},  {"dk48", 2, 4, 48, 32, 4},
+                              {"odd", 1, 3, 8, 5, 2},       {"qwen35_0_8b", 16, 16, 128, 128, 4},
+                              {"qwen35_9b", 16, 32, 128, 128, 4}};
+  for (const char* split : {"", "1", "2", "4", "8"}) {
+    setenv("STRATA_GDN_SPLIT", split, 1);
+    for (const CoreShape& s : shapes) {
+      const std::string where = std::string(s.name) + " split '" + split + "'";
+      const int64_t C = 2 * s.Hk * s.dk + s.Hv * s.dv, Cv = s.Hv * s.dv;
+      const CoreLayer L = random_core_layer(s, static_cast<uint32_t>(C));
+      HostTensor window = clone(L.window), state = clone(L.state);
+      auto dconv = cuda::upload(L.conv), dal = cuda::upload(L.a_log), ddt = cuda::upload(L.dt),
+           dnorm = cuda::upload(L.norm), dwin = cuda::upload(L.window), dstate = cuda::upload(L.state);
+      int step = 0;
+      for (int64_t T : {1, 3, 1}) {
+        const std::string what = where + " step " + std::to_string(step) + " T " + std::to_string(T);
+        const uint32_t seed = static_cast<uint32_t>(100 * step++ + T);
+        const CoreStep in = random_core_step(s, T, seed);
+        HostTensor y_ref(DType::kF32, {T, Cv});
+        backend::gdn_core(core_args(s, T, in.host_views, L.conv, L.a_log, L.dt, L.norm, window, state), y_ref);
+        auto dy = cuda::upload(nan_tensor({T, Cv}));
+        backend::gdn_core(
+            core_args(s, T, in.device_views, dconv.view, dal.view, ddt.view, dnorm.view, dwin.view, dstate.view),
+            dy.view);
+        EXPECT_TRUE(all_close(fetch(dy.view), y_ref, kDeltaTolerance)) << what << " y";
+        EXPECT_TRUE(all_close(fetch(dwin.view), window, 0.0f)) << what << " window";
+        EXPECT_TRUE(all_close(fetch(dstate.view), state, kDeltaTolerance)) << what << " state";
+      }
+    }
+  }
+  unsetenv("STRATA_GDN_SPLIT");
+}
+
+// The 9B's one-token core captured once as a CUDA graph and replayed three times: each replay
+// advances the window and the state in place like one CPU step.
+TEST_F(CudaGdn, CoreReplaysAsAGraph) {
+  const CoreShape s{"qwen35_9b", 16, 32, 128, 128, 4};
+  const int64_t Cv = s.Hv * s.dv;
+  const CoreLayer L = random_core_layer(s, 7);
+  const CoreStep in = random_core_step(s, 1, 1);
+  HostTensor window = clone(L.window), state = clone(L.state), y_ref(DType::kF32, {1, Cv});
+  for (int i = 0; i < 3; ++i)
+    backend::gdn_core(core_args(s, 1, in.host_views, L.conv, L.a_log, L.dt, L.norm, window, state), y_ref);
+  auto dconv = cuda::upload(L.conv), dal = cuda::upload(L.a_log), ddt = cuda::upload(L.dt),
+       dnorm = cuda::upload(L.norm), dwin = cuda::upload(L.window), dstate = cuda::upload(L.state);
+  auto dy = cuda::upload(nan_tensor({1, Cv}));
+  cuda::begin_capture();
+  backend::gdn_core(core_args(s, 1, in.device_views, dconv.view, dal.view, ddt.view, dnorm.view, dwin.view, dstate.view),
+                    dy.view);
+  const cuda::Graph graph = cuda::end_capture();
+  for (int i = 0; i < 3; ++i) graph.launch();
+  EXPECT_TRUE(all_close(fetch(dwin.view), window, 0.0f)) << "window";
   EXPECT_TRUE(all_close(fetch(dstate.view), state, kDeltaTolerance)) << "state";
   EXPECT_TRUE(all_close(fetch(dy.view), y_ref, kDeltaTolerance)) << "output";
 }

@@ -1,0 +1,31 @@
+// Pieces shared by the Gated DeltaNet kernels (gdn.cu, gdn_decode.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace strata::backend::cuda {
+
+constexpr int kMaxConvK = 8;  // widest causal conv the kernels take
+
+// The three dots a state row needs per token, over the kG lanes that share the row (each holds kNc
+// float4 of it): S·k, S·q and k·q (o = α(S·q) + u(k·q) uses the old row for both). One accumulator
+// per dot, then a shuffle reduction within the lane group.
+template <int kNc, int kG>
+__device__ inline void row_dots(const float4 (&s)[kNc], const float4 (&kc)[kNc],
+                                const float4 (&qc)[kNc], float& sk, float& sq, float& kq) {
+  sk = 0.0f, sq = 0.0f, kq = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kNc; ++c) {
+    sk += s[c].x * kc[c].x + s[c].y * kc[c].y + s[c].z * kc[c].z + s[c].w * kc[c].w;
+    sq += s[c].x * qc[c].x + s[c].y * qc[c].y + s[c].z * qc[c].z + s[c].w * qc[c].w;
+    kq += kc[c].x * qc[c].x + kc[c].y * qc[c].y + kc[c].z * qc[c].z + kc[c].w * qc[c].w;
+  }
+#pragma unroll
+  for (int offset = kG / 2; offset > 0; offset /= 2) {
+    sk += __shfl_xor_sync(0xffffffffu, sk, offset);
+    sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+    kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+  }
+}
+
+}  // namespace strata::backend::cuda
