@@ -408,19 +408,10 @@ __global__ void __launch_bounds__(kDeltaThreads)
     const float vn = __ldg(vp + tn * v_step), gn = __ldg(g + tn * Hv + j),
                 bn = __ldg(beta + tn * Hv + j);
 
-    float sk, sq, kq;
-    row_dots<kNc, kG>(s, kc, qc, sk, sq, kq);
-    const float alpha = expf(gt);
-    const float u = bt * (vt - alpha * sk);
-    if (active && gl == 0) out[(static_cast<int64_t>(t) * Hv + j) * dv + i] = alpha * sq + u * kq;
+    const float o = delta_row_step<kNc, kG>(s, kc, qc, gt, bt, vt);
+    if (active && gl == 0) out[(static_cast<int64_t>(t) * Hv + j) * dv + i] = o;
 #pragma unroll
-    for (int c = 0; c < kNc; ++c) {
-      s[c].x = fmaf(u, kc[c].x, alpha * s[c].x);
-      s[c].y = fmaf(u, kc[c].y, alpha * s[c].y);
-      s[c].z = fmaf(u, kc[c].z, alpha * s[c].z);
-      s[c].w = fmaf(u, kc[c].w, alpha * s[c].w);
-      kc[c] = kn[c], qc[c] = qn[c];
-    }
+    for (int c = 0; c < kNc; ++c) kc[c] = kn[c], qc[c] = qn[c];
     vt = vn, gt = gn, bt = bn;
   }
   if (active) {
@@ -536,18 +527,9 @@ __global__ void __launch_bounds__(kRows * kG)
       float4 kc[kNc], qc[kNc];
 #pragma unroll
       for (int c = 0; c < kNc; ++c) kc[c] = kt[c * kG], qc[c] = qt[c * kG];
-      float sk, sq, kq;
-      row_dots<kNc, kG>(s, kc, qc, sk, sq, kq);
-      const float alpha = expf(base[L::kGate + tt]);
-      const float u = base[L::kBeta + tt] * (base[L::kV + tt * kRows + lr] - alpha * sk);
-      if (gl == 0) out[(static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i] = alpha * sq + u * kq;
-#pragma unroll
-      for (int c = 0; c < kNc; ++c) {
-        s[c].x = fmaf(u, kc[c].x, alpha * s[c].x);
-        s[c].y = fmaf(u, kc[c].y, alpha * s[c].y);
-        s[c].z = fmaf(u, kc[c].z, alpha * s[c].z);
-        s[c].w = fmaf(u, kc[c].w, alpha * s[c].w);
-      }
+      const float o =
+          delta_row_step<kNc, kG>(s, kc, qc, base[L::kGate + tt], base[L::kBeta + tt], base[L::kV + tt * kRows + lr]);
+      if (gl == 0) out[(static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i] = o;
     }
     __syncthreads();
   }

@@ -28,4 +28,23 @@ __device__ inline void row_dots(const float4 (&s)[kNc], const float4 (&kc)[kNc],
   }
 }
 
+// One token of the delta rule on a state row held that way, from its decay's log g, β and v:
+//   u = β (v − α (S·k)),  S ← α S + u k,  returning o = α (S_old·q) + u (k·q).
+template <int kNc, int kG>
+__device__ inline float delta_row_step(float4 (&s)[kNc], const float4 (&kc)[kNc], const float4 (&qc)[kNc], float g,
+                                       float beta, float v) {
+  float sk, sq, kq;
+  row_dots<kNc, kG>(s, kc, qc, sk, sq, kq);
+  const float alpha = expf(g);
+  const float u = beta * (v - alpha * sk);
+#pragma unroll
+  for (int c = 0; c < kNc; ++c) {
+    s[c].x = fmaf(u, kc[c].x, alpha * s[c].x);
+    s[c].y = fmaf(u, kc[c].y, alpha * s[c].y);
+    s[c].z = fmaf(u, kc[c].z, alpha * s[c].z);
+    s[c].w = fmaf(u, kc[c].w, alpha * s[c].w);
+  }
+  return alpha * sq + u * kq;
+}
+
 }  // namespace strata::backend::cuda

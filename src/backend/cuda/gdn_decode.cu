@@ -170,19 +170,9 @@ __global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const 
     kc[c] = make_float4(kp[0] * fk, kp[1] * fk, kp[2] * fk, kp[3] * fk);
     qc[c] = make_float4(qp[0] * fq, qp[1] * fq, qp[2] * fq, qp[3] * fq);
   }
-  float sk, sq, kq;
-  row_dots<kNc, kG>(st, kc, qc, sk, sq, kq);
-  const float alpha = expf(g);
-  const float u = beta * (v - alpha * sk);
-  const float o = alpha * sq + u * kq;
+  const float o = delta_row_step<kNc, kG>(st, kc, qc, g, beta, v);
 #pragma unroll
-  for (int c = 0; c < kNc; ++c) {
-    st[c].x = fmaf(u, kc[c].x, alpha * st[c].x);
-    st[c].y = fmaf(u, kc[c].y, alpha * st[c].y);
-    st[c].z = fmaf(u, kc[c].z, alpha * st[c].z);
-    st[c].w = fmaf(u, kc[c].w, alpha * st[c].w);
-    srow[c * kG] = st[c];
-  }
+  for (int c = 0; c < kNc; ++c) srow[c * kG] = st[c];
 
   // Gated RMSNorm over the value head's dv outputs: this block's Σo², then the head's.
   const float squares = warp_sum(gl == 0 ? o * o : 0.0f);
