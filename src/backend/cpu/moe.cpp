@@ -60,37 +60,37 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std:
   // Each expert runs once, on the rows of the tokens routed to it (one matmul of all of them), and
   // adds weight · its output to theirs; experts in ascending id, so a token's terms add in that
   // order. Grow-only scratch: a decode step allocates nothing after warm-up.
-  static thread_local std::vector<std::vector<std::pair<int32_t, float>>> routed;  // per expert: token, weight
-  static thread_local std::vector<int32_t> rows;
-  static thread_local std::vector<float> scales, scratch;
-  routed.resize(static_cast<size_t>(E));
-  for (auto& r : routed) r.clear();
+  static thread_local std::vector<std::vector<int32_t>> rows;  // per expert: its tokens
+  static thread_local std::vector<std::vector<float>> scales;  // and their routing weights
+  static thread_local std::vector<float> scratch;
+  rows.resize(static_cast<size_t>(E));
+  scales.resize(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) rows[static_cast<size_t>(e)].clear(), scales[static_cast<size_t>(e)].clear();
   const int32_t* pid = ids.as<const int32_t>();
   const float* pw = weights.as<const float>();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < k; ++i) {
       const int32_t e = pid[t * k + i];
-      if (e >= 0 && e < E) routed[static_cast<size_t>(e)].push_back({static_cast<int32_t>(t), pw[t * k + i]});
+      if (e < 0 || e >= E) continue;  // no expert (a NaN router row): adds nothing
+      rows[static_cast<size_t>(e)].push_back(static_cast<int32_t>(t));
+      scales[static_cast<size_t>(e)].push_back(pw[t * k + i]);
     }
   std::fill(out.as<float>(), out.as<float>() + T * H, 0.0f);
   const auto view = [](float* p, int64_t a, int64_t b) { return Tensor{p, DType::kF32, Shape{a, b}, Device::kCpu}; };
   for (int64_t e = 0; e < E; ++e) {
-    const auto& r = routed[static_cast<size_t>(e)];
+    const std::vector<int32_t>& r = rows[static_cast<size_t>(e)];
     if (r.empty()) continue;
     const int64_t n = static_cast<int64_t>(r.size());
-    rows.resize(r.size());
-    scales.resize(r.size());
-    for (size_t j = 0; j < r.size(); ++j) rows[j] = r[j].first, scales[j] = r[j].second;
     scratch.resize(static_cast<size_t>(n * (2 * H + 2 * I)));
     float* p = scratch.data();
     const Tensor xe = view(p, n, H), g = view(p + n * H, n, I), u = view(p + n * (H + I), n, I),
                  y = view(p + n * (H + 2 * I), n, H);
-    cpu::gather_rows(x, rows, xe);
+    cpu::gather_rows(x, r, xe);
     cpu::matmul(xe, gate[static_cast<size_t>(e)], g);
     cpu::matmul(xe, up[static_cast<size_t>(e)], u);
     cpu::silu_mul(g, u, g);
     cpu::matmul(g, down[static_cast<size_t>(e)], y);
-    cpu::scatter_add_rows(y, rows, scales, out);
+    cpu::scatter_add_rows(y, r, scales[static_cast<size_t>(e)], out);
   }
 }
 
