@@ -60,6 +60,7 @@ struct CoreParams {
 
 // The cluster's layout of one key head's work.
 struct CoreShape {
+  int split;                  // blocks a value head
   int cluster, threads, own;  // blocks a cluster, threads a block, channels a block convolves
   size_t shared_bytes;
 };
@@ -196,14 +197,15 @@ __global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const 
 #endif
 }
 
-// The shape for value heads split s ways, or cluster 0 where it does not fit.
+// The shape for value heads split s ways, or cluster 0 where it does not fit (or dk has no kernel).
 CoreShape core_shape(int dk, int r, int dv, int s) {
+  if (dk != 16 && dk != 32 && dk != 64 && dk != 128 && dk != 256) return {};
   const int lanes = dk <= 128 ? 4 : 8;
   const int cluster = r * s, channels = 2 * dk + r * dv;
   if (cluster > kCoreMaxCluster || dv % s != 0 || channels % cluster != 0) return {};
   const int threads = dv / s * lanes, own = channels / cluster;
   if (threads % 32 != 0 || threads > kCoreMaxThreads || own > kCoreMaxOwn * threads) return {};
-  return {cluster, threads, own,
+  return {s, cluster, threads, own,
           sizeof(float) * static_cast<size_t>(own + 2 * dk + kCoreMaxWarps + 1)};
 }
 
@@ -212,16 +214,13 @@ CoreShape core_shape(int dk, int r, int dv, int s) {
 // keeps the shape it was captured with). Measured on an H100 (2026-11-22, decode tok/s at 4 bits,
 // splits 1 / 2 / 4 / 8): Qwen3.5-9B 403-405 / 413-414 / 412 / 409-413, Qwen3.5-0.8B 1440 /
 // 1421-1436 / 1393-1409 / 1367-1394; the three launches this replaces gave 411-412 and 1380-1386.
-CoreShape choose_core_shape(int dk, int r, int dv, int& split) {
+CoreShape choose_core_shape(int dk, int r, int dv) {
   const char* env = std::getenv("STRATA_GDN_SPLIT");
   const int forced = env != nullptr ? std::atoi(env) : 0;
   for (const int s : {forced, 2, 1}) {
     if (s != 1 && s != 2 && s != 4 && s != 8) continue;
     const CoreShape shape = core_shape(dk, r, dv, s);
-    if (shape.cluster != 0) {
-      split = s;
-      return shape;
-    }
+    if (shape.cluster != 0) return shape;
   }
   return {};
 }
@@ -239,32 +238,31 @@ void gdn_core(const GdnCore& c, const Tensor& y) {
   const int64_t T = c.qkv.dim(0), Hk = c.q.dim(1), dk = c.q.dim(2), Hv = c.v.dim(1),
                 dv = c.v.dim(2);
   const int64_t K = c.conv_weight.dim(1);
-  int split = 0;
-  const CoreShape shape = T == 1 && clusters_supported() && K >= 2 && K <= kMaxConvK &&
-                                  reinterpret_cast<uintptr_t>(c.state.data) % 16 == 0
-                              ? choose_core_shape(static_cast<int>(dk), static_cast<int>(Hv / Hk),
-                                                  static_cast<int>(dv), split)
-                              : CoreShape{};
-  const CoreParams p{c.qkv.as<const float>(),
-                     c.z.as<const float>(),
-                     c.a.as<const float>(),
-                     c.b.as<const float>(),
-                     c.conv_weight.as<const float>(),
-                     c.a_log.as<const float>(),
-                     c.dt_bias.as<const float>(),
-                     c.norm.as<const float>(),
-                     c.window.as<float>(),
-                     c.state.as<float>(),
-                     y.as<float>(),
-                     static_cast<int>(Hk),
-                     static_cast<int>(Hv),
-                     static_cast<int>(dv),
-                     static_cast<int>(K),
-                     split,
-                     c.l2_eps,
-                     c.q_scale,
-                     c.norm_eps};
+  const CoreShape shape =
+      T == 1 && clusters_supported() && K >= 2 && K <= kMaxConvK &&
+              reinterpret_cast<uintptr_t>(c.state.data) % 16 == 0
+          ? choose_core_shape(static_cast<int>(dk), static_cast<int>(Hv / Hk), static_cast<int>(dv))
+          : CoreShape{};
   if (shape.cluster != 0) {
+    const CoreParams p{c.qkv.as<const float>(),
+                       c.z.as<const float>(),
+                       c.a.as<const float>(),
+                       c.b.as<const float>(),
+                       c.conv_weight.as<const float>(),
+                       c.a_log.as<const float>(),
+                       c.dt_bias.as<const float>(),
+                       c.norm.as<const float>(),
+                       c.window.as<float>(),
+                       c.state.as<float>(),
+                       y.as<float>(),
+                       static_cast<int>(Hk),
+                       static_cast<int>(Hv),
+                       static_cast<int>(dv),
+                       static_cast<int>(K),
+                       shape.split,
+                       c.l2_eps,
+                       c.q_scale,
+                       c.norm_eps};
     switch (dk) {
       case 16:
         return launch_core<16>(p, shape);
@@ -274,10 +272,8 @@ void gdn_core(const GdnCore& c, const Tensor& y) {
         return launch_core<64>(p, shape);
       case 128:
         return launch_core<128>(p, shape);
-      case 256:
-        return launch_core<256>(p, shape);
       default:
-        break;
+        return launch_core<256>(p, shape);  // core_shape takes no other
     }
   }
   // Qualified: DeltaRuleForm would bring in the backend ops of the same names too.
