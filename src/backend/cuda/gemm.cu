@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstring>
 
+#include "backend/cuda/bf16_pack.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
@@ -53,20 +53,6 @@ cublasHandle_t handle() {
 
 [[noreturn]] void unsupported(const char* message) {
   throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), message, __FILE__, __LINE__);
-}
-
-// The exact float of an integer code below 2^23 without an int→float conversion (a quarter-rate
-// instruction): 2^23 + code has the code as its low mantissa bits, and subtracting 2^23 is exact.
-__device__ __forceinline__ float code_to_float(uint32_t code) {
-  return __uint_as_float(0x4B000000u | code) - 8388608.0f;
-}
-
-// Two floats rounded to bf16 (nearest even), `lo` at the lower address.
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  uint32_t u;
-  memcpy(&u, &v, sizeof(u));
-  return u;
 }
 
 // Dequantizes `words` consecutive 32-bit code words of a tile (rows back to back, MLX packing:

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/activations.h"
+#include "backend/cuda/bf16_pack.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
@@ -187,11 +188,13 @@ __global__ void add_sigmoid_gated_kernel(V* x, const V* __restrict__ y,
 // of its rows and pair, into a workspace [T·k, I]; then a block per four output rows and token gives
 // each of the token's experts to a warp (so all their loads go out at once) and sums
 // weight · down_e · act in ascending id. A prompt sorts its pairs by expert first, runs both
-// projections by pair in that order (an expert's pairs share its rows in L1 and L2), and sums each
-// token's experts in a last launch, with the decode kernel's arithmetic.
-// Weights are dequantized in registers (Σ (s·q + b)·x = s·Σ q·x + b·Σ x per 16-byte chunk, which
-// never straddles a group); the matrices are small (an expert of Qwen3.5-35B-A3B is 0.6 MB at
-// 4 bits), so the kernels are plain: each warp streams four rows, its lanes taking every 32nd chunk.
+// projections in that order, and sums each token's experts in a last launch, with the decode
+// kernel's arithmetic: quantized experts as a grouped GEMM on tensor cores (below), float ones (and
+// activations that are not 16-byte aligned) by pair, an expert's pairs sharing its rows in L1 and L2.
+// The decode and per-pair kernels dequantize in registers (Σ (s·q + b)·x = s·Σ q·x + b·Σ x per
+// 16-byte chunk, which never straddles a group); the matrices are small (an expert of
+// Qwen3.5-35B-A3B is 0.6 MB at 4 bits), so those kernels are plain: each warp streams four rows, its
+// lanes taking every 32nd chunk.
 
 // One matrix of an expert as expert_table() lays it out: codes (or F32 values), scales, biases.
 struct ExpertMatrix {
@@ -423,12 +426,42 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- the grouped GEMM of a prompt's pairs ----
+//
+// A prompt's pairs, sorted by expert, are cut into tiles of up to kTilePairs pairs of one expert. A
+// block multiplies one tile by a band of one matrix's rows on tensor cores (mma m16n8k16: bf16
+// inputs, fp32 sums), the weights dequantized to bf16 (s·q + b rounded once, as the prefill GEMM
+// does) and the activations rounded to bf16 into shared memory kStageK columns at a time, the next
+// stage's loads in flight while this one multiplies. So an expert's rows are read and dequantized
+// once per tile, where the per-pair kernels do it once per pair. The gate/up launch stacks 8 rows of
+// gate over the same 8 rows of up in each 16-row tile: the thread that holds a gate sum holds its up
+// sum too and writes SiLU(gate) ⊙ up. The down launch writes each pair's rows for the combine.
+// Each output is one pair's dot over k in a fixed order, whatever else shares its tile: the results
+// do not depend on the sort's order within an expert.
+
+constexpr int kTilePairs = 32;
+constexpr int kTileRows = 128;  // matrix rows a block takes (gate/up: 64 of each)
+constexpr int kStageK = 64;     // columns per stage
+constexpr int kStagePitch = kStageK + 8;  // bf16 per shared row: 8 rows of a ldmatrix hit distinct banks
+constexpr int kGemmWarps = kTileRows / 16;  // a 16-row tile each, by every pair of the tile
+
+// A tile: its expert (−1: past the last tile), where its pairs start in the sorted order, how many.
+struct alignas(16) PairTile {
+  int32_t expert, first, count, unused;
+};
+// The most tiles `pairs` sorted pairs of E experts cut into: one partial tile per expert at most.
+int64_t max_pair_tiles(int64_t pairs, int64_t E) { return (pairs + kTilePairs - 1) / kTilePairs + E; }
+
 // The pairs of `pairs` (ids[0..pairs)) sorted by expert into order: a counting sort in one block
 // (ids outside [0, E) last). The order within an expert varies from run to run; no result depends
-// on it (each pair's rows are computed alone, and tokens add their experts in id order).
+// on it (each pair's rows are computed alone, and tokens add their experts in id order). With
+// `tiles`, also each expert's pairs cut into tiles of kTilePairs, and the entries up to
+// `max_tiles` past the last one marked unused.
 __global__ void __launch_bounds__(1024)
-    moe_sort_pairs_kernel(const int32_t* __restrict__ ids, int64_t pairs, int64_t E, int32_t* __restrict__ order) {
-  extern __shared__ int bucket[];  // E + 1 counts, then offsets
+    moe_sort_pairs_kernel(const int32_t* __restrict__ ids, int64_t pairs, int64_t E, int32_t* __restrict__ order,
+                          PairTile* __restrict__ tiles, int64_t max_tiles) {
+  extern __shared__ int bucket[];  // E + 1 counts, then offsets; then E + 1 first tiles
+  int* first_tile = bucket + E + 1;
   wait_for_inputs();
   for (int64_t b = threadIdx.x; b <= E; b += blockDim.x) bucket[b] = 0;
   __syncthreads();
@@ -439,24 +472,184 @@ __global__ void __launch_bounds__(1024)
   for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) atomicAdd(&bucket[bucket_of(p)], 1);
   __syncthreads();
   if (threadIdx.x == 0) {
-    int start = 0;
+    int start = 0, tile = 0;
     for (int64_t b = 0; b <= E; ++b) {
       const int n = bucket[b];
       bucket[b] = start;
+      first_tile[b] = tile;
       start += n;
+      if (b < E) tile += (n + kTilePairs - 1) / kTilePairs;
     }
+  }
+  __syncthreads();
+  if (tiles != nullptr) {
+    for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+      const int first = bucket[e], n = bucket[e + 1] - first;
+      for (int j = 0; j * kTilePairs < n; ++j)
+        tiles[first_tile[e] + j] = {static_cast<int32_t>(e), first + j * kTilePairs, min(kTilePairs, n - j * kTilePairs), 0};
+    }
+    for (int64_t i = first_tile[E] + threadIdx.x; i < max_tiles; i += blockDim.x) tiles[i] = {-1, 0, 0, 0};
   }
   __syncthreads();
   for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x)
     order[atomicAdd(&bucket[bucket_of(p)], 1)] = static_cast<int32_t>(p);
 }
 
+struct GemmStage {
+  __nv_bfloat16 a[kTileRows][kStagePitch];   // the band's rows
+  __nv_bfloat16 b[kTilePairs][kStagePitch];  // the tile's activations
+};
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// out[p, rows] for the pairs p of tile blockIdx.y and the band blockIdx.x of the matrix's N rows:
+// kGateUp: SiLU(gate_e · x) ⊙ (up_e · x) with x = x[p / k_div] (a token's row of the prompt);
+// else down_e · x[p] (a pair's row of act). K columns, a multiple of 32.
+template <int kBits, typename S, bool kGateUp>
+__global__ void __launch_bounds__(32 * kGemmWarps)
+    moe_gemm_kernel(const float* __restrict__ x, int k_div, const int32_t* __restrict__ order,
+                    const PairTile* __restrict__ tiles, const ExpertMatrix* __restrict__ table, int64_t K, int64_t N,
+                    int group_shift, float* __restrict__ out) {
+  extern __shared__ uint4 gemm_smem[];
+  auto* stages = reinterpret_cast<GemmStage*>(gemm_smem);
+  __shared__ int32_t pair_of[kTilePairs];  // the tile's pairs; −1 past its count
+  wait_for_inputs();
+  const PairTile tile = tiles[blockIdx.y];
+  if (tile.expert < 0) return;  // uniform across the block
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  if (tid < kTilePairs) pair_of[tid] = tid < tile.count ? order[tile.first + tid] : -1;
+  __syncthreads();
+
+  // Each stage, thread tid dequantizes 32 codes of shared row ar (half ah of the stage's columns;
+  // 32 codes never straddle a group of 32 or more) and rounds 8 activations of pair bp.
+  const int ar = tid / 2, ah = tid % 2, bp = tid / 8, bk = (tid % 8) * 8;
+  int64_t row;
+  int part;
+  if constexpr (kGateUp) {
+    row = static_cast<int64_t>(blockIdx.x) * (kTileRows / 2) + (ar / 16) * 8 + ar % 8;
+    part = ar % 16 < 8 ? kGatePart : kUpPart;
+  } else {
+    row = static_cast<int64_t>(blockIdx.x) * kTileRows + ar;
+    part = kDownPart;
+  }
+  // Rows past N re-read the last one; their sums are never stored.
+  const RowRef<S> a_ref = row_ref<kBits, S>(table[tile.expert * kParts + part], min(row, N - 1), K, group_shift);
+  const float* b_src = pair_of[bp] >= 0 ? x + static_cast<int64_t>(pair_of[bp] / k_div) * K : nullptr;
+
+  constexpr int kCodeVecs = kBits / 4;  // 16-byte loads of 32 codes
+  uint4 codes[kCodeVecs];
+  S scale{}, bias{};
+  float4 xv[2];
+  auto load = [&](int64_t k0) {
+    const int64_t ka = k0 + 32 * ah, kb = k0 + bk;
+    if (ka < K) {
+      const auto* src = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a_ref.w) + ka * kBits / 8);
+#pragma unroll
+      for (int i = 0; i < kCodeVecs; ++i) codes[i] = __ldg(src + i);
+      scale = a_ref.s[ka >> group_shift];
+      bias = a_ref.b[ka >> group_shift];
+    }
+    const bool b_live = b_src != nullptr && kb < K;
+    xv[0] = b_live ? __ldg(reinterpret_cast<const float4*>(b_src + kb)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    xv[1] = b_live ? __ldg(reinterpret_cast<const float4*>(b_src + kb + 4)) : make_float4(0.f, 0.f, 0.f, 0.f);
+  };
+  auto store = [&](GemmStage& st, int64_t k0) {
+    uint32_t packed[16] = {};  // columns past K stay zero
+    if (k0 + 32 * ah < K) {
+      const float s = scale_to_float(scale), b = scale_to_float(bias);
+      constexpr int kPerWord = 32 / kBits;
+      constexpr uint32_t kMask = (1u << kBits) - 1u;
+      auto word = [&](int w) {
+        const uint4& v = codes[w / 4];
+        return w % 4 == 0 ? v.x : w % 4 == 1 ? v.y : w % 4 == 2 ? v.z : v.w;
+      };
+#pragma unroll
+      for (int i = 0; i < 32; i += 2) {
+        const uint32_t w0 = word(i / kPerWord), w1 = word((i + 1) / kPerWord);
+        const float lo = __fmaf_rn(s, code_to_float((w0 >> (kBits * (i % kPerWord))) & kMask), b);
+        const float hi = __fmaf_rn(s, code_to_float((w1 >> (kBits * ((i + 1) % kPerWord))) & kMask), b);
+        packed[i / 2] = pack_bf16x2(lo, hi);
+      }
+    }
+    auto* a_dst = reinterpret_cast<uint4*>(&st.a[ar][32 * ah]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a_dst[i] = make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
+    *reinterpret_cast<uint4*>(&st.b[bp][bk]) =
+        make_uint4(pack_bf16x2(xv[0].x, xv[0].y), pack_bf16x2(xv[0].z, xv[0].w), pack_bf16x2(xv[1].x, xv[1].y),
+                   pack_bf16x2(xv[1].z, xv[1].w));
+  };
+  float acc[kTilePairs / 8][4] = {};  // [8 pairs][rows g, g + 8 × pairs 2c, 2c + 1]
+  auto multiply = [&](const GemmStage& st) {
+#pragma unroll
+    for (int ks = 0; ks < kStageK / 16; ++ks) {
+      uint32_t a[4];
+      ldmatrix_x4(a, &st.a[warp * 16 + lane % 16][ks * 16 + (lane / 16) * 8]);
+#pragma unroll
+      for (int j = 0; j < kTilePairs / 16; ++j) {
+        uint32_t b[4];  // pairs 16j..16j+7 (k low, high), then 16j+8..16j+15
+        ldmatrix_x4(b, &st.b[j * 16 + (lane / 16) * 8 + lane % 8][ks * 16 + ((lane / 8) % 2) * 8]);
+        mma_bf16(acc[2 * j], a, b[0], b[1]);
+        mma_bf16(acc[2 * j + 1], a, b[2], b[3]);
+      }
+    }
+  };
+
+  const int64_t n_stages = (K + kStageK - 1) / kStageK;
+  load(0);
+  store(stages[0], 0);
+  __syncthreads();
+  for (int64_t s = 0; s < n_stages; ++s) {
+    const bool more = s + 1 < n_stages;
+    if (more) load((s + 1) * kStageK);
+    multiply(stages[s % 2]);
+    if (more) store(stages[(s + 1) % 2], (s + 1) * kStageK);
+    __syncthreads();
+  }
+
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int j = 0; j < kTilePairs / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int32_t p = pair_of[j * 8 + 2 * c + h];
+      if (p < 0) continue;
+      float* dst = out + static_cast<int64_t>(p) * N;
+      if constexpr (kGateUp) {
+        const int64_t r = static_cast<int64_t>(blockIdx.x) * (kTileRows / 2) + warp * 8 + g;
+        if (r < N) dst[r] = swiglu(acc[j][h], acc[j][2 + h]);
+      } else {
+        const int64_t r = static_cast<int64_t>(blockIdx.x) * kTileRows + warp * 16 + g;
+        if (r < N) dst[r] = acc[j][h];
+        if (r + 8 < N) dst[r + 8] = acc[j][2 + h];
+      }
+    }
+  }
+}
+
+// Whether a prompt's experts take the grouped GEMM: 4/8-bit codes in groups of 32 or more, H and I
+// multiples of 32, x's rows 16-byte aligned.
+bool grouped_gemm_supports(int bits, int group_size, int64_t H, int64_t I, const float* x) {
+  return (bits == 4 || bits == 8) && group_size >= 32 && H % 32 == 0 && I % 32 == 0 && aligned16(x);
+}
+
 // Steps of up to this many tokens take the per-token down kernel (decode, speculative verify), more
 // the per-pair one (a prompt: an expert's pairs share its weights).
 constexpr int64_t kTokenKernelMaxTokens = 8;
-// Pairs a prompt's block takes in turn, in expert order. Measured on an H100 (35B-A3B prefill of
-// 512 tokens, 4-bit / 8-bit tok/s): 1: 2295 / 2834; 2: 2435 / 2979; 4: 2528 / 3118; 8: 2558 / 3160;
-// 16: 2550 / 3148.
+// Pairs a block of the per-pair prompt kernels takes in turn, in expert order. Measured on an H100
+// (35B-A3B prefill of 512 tokens, 4-bit / 8-bit tok/s, before the grouped GEMM took quantized
+// experts): 1: 2295 / 2834; 2: 2435 / 2979; 4: 2528 / 3118; 8: 2558 / 3160; 16: 2550 / 3148.
 constexpr int kPairsPerBlock = 8;
 // The most workspace a prompt's chunk of pairs takes (64 MB: 818 tokens of Qwen3.5-35B-A3B, 8
 // experts a token, 512 + 2048 floats and an index a pair).
@@ -492,14 +685,21 @@ void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weight
   }
   // A prompt: chunks of tokens whose pairs' intermediate rows (k·(I + H) floats a token) fit the
   // budget, and whose pairs fit a grid's y (kMaxGridY); per chunk the pairs are sorted by expert,
-  // both projections run by pair in that order, and each token sums its experts' rows.
+  // both projections run in that order (the grouped GEMM by tiles of an expert's pairs where it
+  // takes the weights, else by pair), and each token sums its experts' rows.
+  bool grouped = false;
+  if constexpr (kBits != 0) grouped = grouped_gemm_supports(kBits, 1 << group_shift, H, I, x.as<const float>());
   const int64_t per_token = k * (I + H) * static_cast<int64_t>(sizeof(float)) + k * static_cast<int64_t>(sizeof(int32_t));
   const int64_t chunk = std::clamp<int64_t>(std::min(kActBudgetBytes / per_token, kMaxGridY / k), 1, T);
-  char* space = static_cast<char*>(workspace(WorkspaceSlot::kMoeAct, static_cast<size_t>(chunk * per_token)));
-  auto* act = reinterpret_cast<float*>(space);
+  const int64_t max_tiles = max_pair_tiles(chunk * k, E);
+  const size_t tile_bytes = static_cast<size_t>(max_tiles) * sizeof(PairTile);
+  char* space = static_cast<char*>(
+      workspace(WorkspaceSlot::kMoeAct, tile_bytes + static_cast<size_t>(chunk * per_token)));
+  auto* tiles = reinterpret_cast<PairTile*>(space);  // the workspace is 256-byte aligned
+  auto* act = reinterpret_cast<float*>(space + tile_bytes);
   auto* ypair = act + chunk * k * I;
   auto* order = reinterpret_cast<int32_t*>(ypair + chunk * k * H);
-  const size_t sort_smem = static_cast<size_t>(E + 1) * sizeof(int);
+  const size_t sort_smem = static_cast<size_t>(2 * (E + 1)) * sizeof(int);
   if (sort_smem > static_cast<size_t>(max_optin_shared_bytes()))
     throw_internal_error("moe_experts: too many experts to sort in shared memory");
   static const bool sort_raised = [] {
@@ -511,15 +711,33 @@ void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weight
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t n = std::min(chunk, T - t0);
     const int32_t* chunk_ids = ids.as<const int32_t>() + t0 * k;
-    launch(moe_sort_pairs_kernel, 1, 1024, sort_smem, chunk_ids, n * k, E, order);
-    const unsigned pair_blocks = static_cast<unsigned>((n * k + kPairsPerBlock - 1) / kPairsPerBlock);
-    launch(gate_up, dim3(static_cast<unsigned>((I + kExpertRowsPerBlock - 1) / kExpertRowsPerBlock), pair_blocks),
-           32 * kExpertWarps, smem, x.as<const float>() + t0 * H, chunk_ids, static_cast<const int32_t*>(order), n * k,
-           kPairsPerBlock, tab, E, static_cast<int>(k), H, I, group_shift, act);
-    launch(moe_down_pairs_kernel<kBits, S>,
-           dim3(static_cast<unsigned>((H + kExpertRowsPerBlock - 1) / kExpertRowsPerBlock), pair_blocks),
-           32 * kExpertWarps, 0, static_cast<const float*>(act), chunk_ids, static_cast<const int32_t*>(order), n * k,
-           kPairsPerBlock, tab, E, H, I, group_shift, ypair);
+    const float* chunk_x = x.as<const float>() + t0 * H;
+    launch(moe_sort_pairs_kernel, 1, 1024, sort_smem, chunk_ids, n * k, E, order, grouped ? tiles : nullptr,
+           max_pair_tiles(n * k, E));
+    if constexpr (kBits != 0) {
+      if (grouped) {
+        const auto tile_blocks = static_cast<unsigned>(max_pair_tiles(n * k, E));
+        const size_t gemm_smem = 2 * sizeof(GemmStage);
+        launch(moe_gemm_kernel<kBits, S, true>,
+               dim3(static_cast<unsigned>((I + kTileRows / 2 - 1) / (kTileRows / 2)), tile_blocks), 32 * kGemmWarps,
+               gemm_smem, chunk_x, static_cast<int>(k), static_cast<const int32_t*>(order),
+               static_cast<const PairTile*>(tiles), tab, H, I, group_shift, act);
+        launch(moe_gemm_kernel<kBits, S, false>,
+               dim3(static_cast<unsigned>((H + kTileRows - 1) / kTileRows), tile_blocks), 32 * kGemmWarps, gemm_smem,
+               static_cast<const float*>(act), 1, static_cast<const int32_t*>(order),
+               static_cast<const PairTile*>(tiles), tab, I, H, group_shift, ypair);
+      }
+    }
+    if (!grouped) {
+      const unsigned pair_blocks = static_cast<unsigned>((n * k + kPairsPerBlock - 1) / kPairsPerBlock);
+      launch(gate_up, dim3(static_cast<unsigned>((I + kExpertRowsPerBlock - 1) / kExpertRowsPerBlock), pair_blocks),
+             32 * kExpertWarps, smem, chunk_x, chunk_ids, static_cast<const int32_t*>(order), n * k, kPairsPerBlock,
+             tab, E, static_cast<int>(k), H, I, group_shift, act);
+      launch(moe_down_pairs_kernel<kBits, S>,
+             dim3(static_cast<unsigned>((H + kExpertRowsPerBlock - 1) / kExpertRowsPerBlock), pair_blocks),
+             32 * kExpertWarps, 0, static_cast<const float*>(act), chunk_ids, static_cast<const int32_t*>(order),
+             n * k, kPairsPerBlock, tab, E, H, I, group_shift, ypair);
+    }
     launch(moe_combine_kernel, dim3(blocks_for(H), static_cast<unsigned>(n)), kThreads, 0,
            static_cast<const float*>(ypair), chunk_ids, weights.as<const float>() + t0 * k, E, static_cast<int>(k), H,
            out.as<float>() + t0 * H);

@@ -486,14 +486,29 @@ void add_expert_matrix(TestExperts& x, int part, int64_t rows, int64_t cols, con
 }
 
 // The routed experts on the GPU against the CPU op: every weight format, one to eight tokens (decode
-// and speculative verify) and a prompt's 40, a slot without an expert (id −1, as a NaN router row
-// gives), unaligned activations. Within 1e-4: the GPU folds scales per 16-byte chunk, the CPU per
-// group.
+// and speculative verify), prompts of 40 and 200 tokens (experts with several tiles of pairs), a
+// slot without an expert (id −1, as a NaN router row gives), unaligned activations, and a shape whose
+// rows and columns end mid-tile. Steps of up to 8 tokens within 1e-4 (the GPU folds scales per
+// 16-byte chunk, the CPU per group). Quantized prompts take the grouped GEMM on tensor cores, which
+// rounds activations and dequantized weights to bf16 (8-bit mantissa): within 1% of the largest
+// output; float experts, and activations that are not 16-byte aligned, keep the per-pair kernels and
+// 1e-4.
 TEST_F(CudaElementwise, MoeExpertsMatchCpu) {
-  const int64_t E = 12, I = 128, H = 256, k = 4;
+  struct Case {
+    int64_t E, I, H;
+    ExpertFormat f;
+  };
+  std::vector<Case> cases;
   for (const ExpertFormat& f : {ExpertFormat{4, 64, DType::kBF16}, ExpertFormat{4, 32, DType::kF16},
                                 ExpertFormat{4, 128, DType::kF32}, ExpertFormat{8, 64, DType::kBF16},
-                                ExpertFormat{8, 32, DType::kF32}, ExpertFormat{0, 0, DType::kF32}}) {
+                                ExpertFormat{8, 32, DType::kF32}, ExpertFormat{0, 0, DType::kF32}})
+    cases.push_back({12, 128, 256, f});
+  cases.push_back({5, 96, 160, ExpertFormat{4, 32, DType::kBF16}});
+  cases.push_back({5, 96, 160, ExpertFormat{8, 32, DType::kF16}});
+  const int64_t k = 4;
+  for (const Case& cs : cases) {
+    const int64_t E = cs.E, I = cs.I, H = cs.H;
+    const ExpertFormat& f = cs.f;
     TestExperts x;
     for (int64_t e = 0; e < E; ++e) {
       add_expert_matrix(x, 0, I, H, f, static_cast<uint32_t>(200 + 3 * e));
@@ -501,30 +516,37 @@ TEST_F(CudaElementwise, MoeExpertsMatchCpu) {
       add_expert_matrix(x, 2, H, I, f, static_cast<uint32_t>(202 + 3 * e));
     }
     const backend::Buffer table = backend::expert_table(Device::kCuda, x.dev[0], x.dev[1], x.dev[2]);
-    for (int64_t T : {1, 3, 8, 40}) {
-      std::vector<int32_t> id_list(static_cast<size_t>(T * k));
-      std::mt19937 rng(static_cast<uint32_t>(T));
-      for (int64_t t = 0; t < T; ++t) {
-        std::vector<int32_t> perm(static_cast<size_t>(E));
-        std::iota(perm.begin(), perm.end(), 0);
-        std::shuffle(perm.begin(), perm.end(), rng);
-        std::copy_n(perm.begin(), k, id_list.begin() + t * k);
-      }
-      if (T > 1) id_list[5] = -1;
-      HostTensor ids = int_tensor(id_list);
-      Tensor ids_host = ids.view();
-      ids_host.shape = Shape{T, k};
-      const HostTensor h = random_tensor({T, H}, 30), w = random_tensor({T, k}, 31);
-      HostTensor want(DType::kF32, {T, H});
-      backend::cpu::moe_experts(h, ids_host, w, x.host[0], x.host[1], x.host[2], want);
+    for (int64_t T : {1, 3, 8, 40, 200}) {
+      for (size_t offset : {size_t{0}, size_t{4}}) {
+        if (offset != 0 && T != 3 && T != 40) continue;
+        std::vector<int32_t> id_list(static_cast<size_t>(T * k));
+        std::mt19937 rng(static_cast<uint32_t>(T));
+        for (int64_t t = 0; t < T; ++t) {
+          std::vector<int32_t> perm(static_cast<size_t>(E));
+          std::iota(perm.begin(), perm.end(), 0);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          std::copy_n(perm.begin(), k, id_list.begin() + t * k);
+        }
+        if (T > 1) id_list[5] = -1;
+        HostTensor ids = int_tensor(id_list);
+        Tensor ids_host = ids.view();
+        ids_host.shape = Shape{T, k};
+        const HostTensor h = random_tensor({T, H}, 30), w = random_tensor({T, k}, 31);
+        HostTensor want(DType::kF32, {T, H});
+        backend::cpu::moe_experts(h, ids_host, w, x.host[0], x.host[1], x.host[2], want);
 
-      const DeviceCopy dh = to_device(h, T == 3 ? 4 : 0), dids = to_device(ids), dw = to_device(w),
-                       dout = to_device(test::nan_tensor({T, H}));
-      Tensor ids_dev = dids.view;
-      ids_dev.shape = Shape{T, k};
-      backend::moe_experts(dh.view, ids_dev, dw.view, x.dev[0], x.dev[1], x.dev[2], table, dout.view);
-      expect_close(backend::to_host(dout.view), want, 1e-4f, 1e-4f,
-                   "bits " + std::to_string(f.bits) + " group " + std::to_string(f.gs) + " T " + std::to_string(T));
+        const DeviceCopy dh = to_device(h, offset), dids = to_device(ids), dw = to_device(w),
+                         dout = to_device(test::nan_tensor({T, H}));
+        Tensor ids_dev = dids.view;
+        ids_dev.shape = Shape{T, k};
+        backend::moe_experts(dh.view, ids_dev, dw.view, x.dev[0], x.dev[1], x.dev[2], table, dout.view);
+        const bool bf16 = T > 8 && f.bits != 0 && offset == 0;
+        float largest = 0.0f;
+        for (int64_t i = 0; i < want.numel(); ++i) largest = std::max(largest, std::fabs(want.as<float>()[i]));
+        expect_close(backend::to_host(dout.view), want, bf16 ? 0.0f : 1e-4f, bf16 ? 1e-2f * largest : 1e-4f,
+                     "bits " + std::to_string(f.bits) + " group " + std::to_string(f.gs) + " I " + std::to_string(I) +
+                         " T " + std::to_string(T) + " offset " + std::to_string(offset));
+      }
     }
   }
 }
