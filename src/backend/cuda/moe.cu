@@ -490,7 +490,8 @@ __global__ void __launch_bounds__(1024)
     for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
       const int first = bucket[e], n = bucket[e + 1] - first;
       for (int j = 0; j * kTilePairs < n; ++j)
-        tiles[first_tile[e] + j] = {static_cast<int32_t>(e), first + j * kTilePairs, min(kTilePairs, n - j * kTilePairs), 0};
+        tiles[first_tile[e] + j] = {static_cast<int32_t>(e), first + j * kTilePairs,
+                                    min(kTilePairs, n - j * kTilePairs), 0};
     }
     for (int64_t i = first_tile[E] + threadIdx.x; i < max_tiles; i += blockDim.x) tiles[i] = {-1, 0, 0, 0};
   }
@@ -589,7 +590,8 @@ __global__ void __launch_bounds__(32 * kGemmWarps, kGemmBlocksPerSm)
     }
     auto* a_dst = reinterpret_cast<uint4*>(&st.a[ar][32 * ah]);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) a_dst[i] = make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
+    for (int i = 0; i < 4; ++i)
+      a_dst[i] = make_uint4(packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]);
     *reinterpret_cast<uint4*>(&st.b[bp][bk]) =
         make_uint4(pack_bf16x2(xv[0].x, xv[0].y), pack_bf16x2(xv[0].z, xv[0].w), pack_bf16x2(xv[1].x, xv[1].y),
                    pack_bf16x2(xv[1].z, xv[1].w));
