@@ -115,12 +115,13 @@ void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps
 }
 
 void gdn_core(const GdnCore& c, const Tensor& y) {
-  check_prepare(c.qkv, c.conv_weight, c.window, c.a, c.b, c.a_log, c.dt_bias, c.q, c.k, c.v, c.g, c.beta);
+  // The three checks share q (prepare and delta) and o (delta and norm), so together they place
+  // every tensor of the core on one device.
+  const Device d =
+      check_prepare(c.qkv, c.conv_weight, c.window, c.a, c.b, c.a_log, c.dt_bias, c.q, c.k, c.v, c.g, c.beta);
   check_delta(c.q, c.k, c.v, c.g, c.beta, c.state, c.o);
   const Tensor o_rows = c.o.reshaped({c.o.numel() / c.v.dim(2), c.v.dim(2)});
   check_norm_gated(o_rows, c.norm, c.z, y);
-  const Device d = placement("gdn_core", {&c.qkv, &c.z, &c.a, &c.b, &c.conv_weight, &c.a_log, &c.dt_bias, &c.norm,
-                                          &c.window, &c.state, &c.q, &c.k, &c.v, &c.g, &c.beta, &c.o, &y});
   STRATA_CUDA_DISPATCH("gdn_core", d, cuda::gdn_core(c, y));
   cpu::gdn_prepare(c.qkv, c.conv_weight, c.window, c.a, c.b, c.a_log, c.dt_bias, c.l2_eps, c.q_scale, c.q, c.k, c.v,
                    c.g, c.beta);

@@ -20,8 +20,9 @@ void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tenso
 // the terms added in ascending expert id; an id outside [0, E) (a NaN router row) adds nothing.
 // x, out: [T, H]; ids (I32, distinct within a row) and weights: [T, k]; gate, up: E weights [I, H];
 // down: E weights [H, I], all in one format; table: expert_table() of them. The CPU runs each
-// expert once on the rows routed to it; CUDA runs every (token, expert) pair as a row of its own (a
-// prompt's pairs in chunks, sorted by expert), with k ≤ kMoeExpertsMaxPerToken.
+// expert once on the rows routed to it. CUDA, with k ≤ kMoeExpertsMaxPerToken, runs a few tokens'
+// (token, expert) pairs each as a row of its own, and a prompt's pairs in chunks sorted by expert:
+// quantized experts as a grouped GEMM on tensor cores (bf16 inputs), float ones pair by pair.
 constexpr int64_t kMoeExpertsMaxPerToken = 64;
 void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const Weight> gate,
                  std::span<const Weight> up, std::span<const Weight> down, const Tensor& table, const Tensor& out);
