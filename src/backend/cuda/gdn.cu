@@ -429,7 +429,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
 // The time is the per-token dependency chain (dot → butterfly → update) with two warps per
 // scheduler, not bandwidth; variants with the scalars precomputed per tile, several rows per
 // thread (fewer shared-memory reads) or 4 and 16 lanes per row all measured slower (182–224 µs).
-// A faster prefill needs the chunked form on tensor cores (MODEL_SPEC §1.7).
+// Prompts of 128-wide key heads take the chunked form instead (gdn_chunked.cu).
 constexpr int kTile = 32;
 constexpr int kTiledRows = 16;
 constexpr int kDirectMaxT = 3;  // measured: from 4 tokens on, staging beats the direct kernel
@@ -689,8 +689,8 @@ void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& win
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                       const Tensor& beta, const Tensor& state, const Tensor& out,
                       DeltaRuleForm form) {
-  // Both forms compute the same function, and the row-parallel recurrence is exact for both.
-  (void)form;
+  // Both forms compute the same function. Prompts (the chunked form) of key heads the chunked
+  // kernels take run in chunks; the rest, and every span of a few tokens, row by row.
   const int T = static_cast<int>(q.dim(0)), Hk = static_cast<int>(q.dim(1)),
             dk = static_cast<int>(q.dim(2));
   const int Hv = static_cast<int>(v.dim(1)), dv = static_cast<int>(v.dim(2));
@@ -703,6 +703,11 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
   float* S = state.as<float>();
   float* o = out.as<float>();
   const bool vec = aligned16(pq) && aligned16(pk) && aligned16(S);
+  if (form == DeltaRuleForm::kChunked && T > kDirectMaxT && vec && aligned16(pv) &&
+      delta_rule_chunked_supported(dk, dv)) {
+    delta_rule_chunked(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);
+    return;
+  }
   const bool tiled = T > kDirectMaxT && vec && aligned16(pv) && dv % kTiledRows == 0;
   if (tiled && dk == 128) {
     launch_delta_tiled<128, 8, kTiledRows>(pq, pk, pv, pg, pb, S, o, T, Hk, Hv, dv);

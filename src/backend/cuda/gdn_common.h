@@ -1,11 +1,19 @@
-// Pieces shared by the Gated DeltaNet kernels (gdn.cu, gdn_decode.cu).
+// Pieces shared by the Gated DeltaNet kernels (gdn.cu, gdn_decode.cu, gdn_chunked.cu).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace strata::backend::cuda {
 
 constexpr int kMaxConvK = 8;  // widest causal conv the kernels take
+
+// The delta rule's chunked form (gdn_chunked.cu): whether it takes these head dims, and the rule
+// over T tokens with gated_delta_rule's contract (pointers 16-byte aligned).
+bool delta_rule_chunked_supported(int64_t dk, int64_t dv);
+void delta_rule_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                        float* state, float* out, int T, int Hk, int Hv, int dv);
 
 // The three dots a state row needs per token, over the kG lanes that share the row (each holds kNc
 // float4 of it): S·k, S·q and k·q (o = α(S·q) + u(k·q) uses the old row for both). One accumulator
