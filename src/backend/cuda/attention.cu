@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/async_copy.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
@@ -40,19 +41,6 @@ struct Params {
 
 __device__ inline int first_key(int pos, int window) {
   return window > 0 ? max(0, pos - window + 1) : 0;
-}
-
-// 16-byte asynchronous copy into shared memory; src_bytes 0 writes zeros without reading src.
-__device__ inline void cp_async16(void* smem, const void* gmem, int src_bytes) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(src_bytes)
-               : "memory");
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ inline void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // kVec consecutive floats, loaded or stored as one access (D % 128 == 0: 16 bytes per lane).
@@ -128,7 +116,7 @@ __device__ inline void load_tile(float* tile, const float* head, int64_t row_str
 #pragma unroll
     for (int i = 0; i < kLaneChunks; ++i) {
       const int c = (chunk + 32 * i) * 4;
-      if (chunk + 32 * i < kChunks) cp_async16(dst + c, src + c, in ? 16 : 0);
+      if (chunk + 32 * i < kChunks) copy_async16(dst + c, src + c, in ? 16 : 0);
     }
   }
 }
@@ -255,15 +243,15 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
     const int i = row0 + r;
     const bool real = i < rows_per_head;
     const float* src = real ? p.q + q_row(p, kvh, i) * D + col : p.q;
-    cp_async16(qs + r * kStride + col, src, real ? 16 : 0);
+    copy_async16(qs + r * kStride + col, src, real ? 16 : 0);
   }
   const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
   const float* const k_head = p.k + static_cast<int64_t>(kvh) * D;
   const float* const v_head = p.v + static_cast<int64_t>(kvh) * D;
   load_tile<D, kWarps>(ks, k_head, row_stride, lo, lo, hi);
-  cp_async_commit();
+  copy_async_commit();
   load_tile<D, kWarps>(vs, v_head, row_stride, lo, lo, hi);
-  cp_async_commit();
+  copy_async_commit();
 
   float m[kRowsPerLane], l[kRowsPerLane];
 #pragma unroll
@@ -276,7 +264,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
     const bool active = start <= warp_hi && start + kTileKeys - 1 >= warp_lo;
     float alpha[kRowsPerLane];
 
-    cp_async_wait<1>();  // K of this tile (and q) landed; V may still be in flight
+    copy_async_wait<1>();  // K of this tile (and q) landed; V may still be in flight
     __syncthreads();
     if (active) {
       float acc[kRowsPerLane][4];
@@ -341,8 +329,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
     }
     __syncthreads();  // every warp is done with this K tile
     if (tile + 1 < tiles) load_tile<D, kWarps>(ks, k_head, row_stride, start + kTileKeys, lo, hi);
-    cp_async_commit();
-    cp_async_wait<1>();  // V of this tile landed; the next K may still be in flight
+    copy_async_commit();
+    copy_async_wait<1>();  // V of this tile landed; the next K may still be in flight
     __syncthreads();
     if (active) {
       // Rescale by each row's alpha (held by the lanes of the row's group), then add P·V.
@@ -373,9 +361,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
     }
     __syncthreads();  // every warp is done with this V tile and its P
     if (tile + 1 < tiles) load_tile<D, kWarps>(vs, v_head, row_stride, start + kTileKeys, lo, hi);
-    cp_async_commit();
+    copy_async_commit();
   }
-  cp_async_wait<0>();
+  copy_async_wait<0>();
 
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {

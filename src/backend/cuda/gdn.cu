@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda/activations.h"
+#include "backend/cuda/async_copy.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gdn_common.h"
@@ -434,18 +435,6 @@ constexpr int kTile = 32;
 constexpr int kTiledRows = 16;
 constexpr int kDirectMaxT = 3;  // measured: from 4 tokens on, staging beats the direct kernel
 
-__device__ inline void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-__device__ inline void cp_async4(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ inline void cp_async_wait_one() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
 
 // One stage of shared memory, in floats: k and q [kTile][kDk], v [kTile][kRows], g and β [kTile].
 template <int kDk, int kRows>
@@ -486,18 +475,18 @@ __global__ void __launch_bounds__(kRows * kG)
     for (int e = threadIdx.x; e < n * kVecs; e += kThreads) {
       const int tt = e / kVecs, c = e % kVecs;
       const int64_t src = (static_cast<int64_t>(t0 + tt) * Hk + kh) * kDk + 4 * c;
-      cp_async16(base + L::kK + tt * kDk + 4 * c, k + src);
-      cp_async16(base + L::kQ + tt * kDk + 4 * c, q + src);
+      copy_async16(base + L::kK + tt * kDk + 4 * c, k + src);
+      copy_async16(base + L::kQ + tt * kDk + 4 * c, q + src);
     }
     constexpr int kVVecs = kRows / 4;
     for (int e = threadIdx.x; e < n * kVVecs; e += kThreads) {
       const int tt = e / kVVecs, c = e % kVVecs;
-      cp_async16(base + L::kV + tt * kRows + 4 * c,
+      copy_async16(base + L::kV + tt * kRows + 4 * c,
                  v + (static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i0 + 4 * c);
     }
     for (int e = threadIdx.x; e < n; e += kThreads) {
-      cp_async4(base + L::kGate + e, g + static_cast<int64_t>(t0 + e) * Hv + j);
-      cp_async4(base + L::kBeta + e, beta + static_cast<int64_t>(t0 + e) * Hv + j);
+      copy_async4(base + L::kGate + e, g + static_cast<int64_t>(t0 + e) * Hv + j);
+      copy_async4(base + L::kBeta + e, beta + static_cast<int64_t>(t0 + e) * Hv + j);
     }
   };
 
@@ -511,12 +500,12 @@ __global__ void __launch_bounds__(kRows * kG)
 
   const int tiles = (T + kTile - 1) / kTile;
   load_tile(0, smem);
-  cp_async_commit();
+  copy_async_commit();
   for (int tile = 0; tile < tiles; ++tile) {
     // Stage (tile + 1) & 1 was last read in the previous iteration, before its closing barrier.
     if (tile + 1 < tiles) load_tile((tile + 1) * kTile, smem + ((tile + 1) & 1) * L::kFloats);
-    cp_async_commit();  // possibly empty: keeps "all but the newest group" meaning this tile
-    cp_async_wait_one();
+    copy_async_commit();  // possibly empty: keeps "all but the newest group" meaning this tile
+    copy_async_wait<1>();
     __syncthreads();
     const float* base = smem + (tile & 1) * L::kFloats;
     const int t0 = tile * kTile;

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/async_copy.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gdn_common.h"
@@ -60,18 +61,6 @@ ChunkScratch carve(float* base, int64_t T, int64_t Hv, int64_t dv) {
   s.gamma = s.p + (T + kChunk - 1) / kChunk * Hv * kChunk * kChunk;
   return s;
 }
-
-// Asynchronous copies of 16 or 4 bytes into shared memory (cp.async); when `valid` is false
-// nothing is read and the destination becomes zero.
-__device__ __forceinline__ void copy16(void* dst, const void* src, bool valid) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void copy4(void* dst, const void* src, bool valid) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void copies_done() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 // ---- 3×TF32 warp products (m16n8k8; g = lane / 4, c = lane % 4) ----
 
@@ -147,7 +136,7 @@ __device__ void load_rows(const float* __restrict__ src, int64_t c0, int L, int 
 #pragma unroll
   for (int e = threadIdx.x; e < kChunk * kVecs; e += kThreads) {
     const int i = e / kVecs, c = e % kVecs;
-    copy16(dst + i * P + 4 * c, src + ((c0 + min(i, L - 1)) * H + h) * kDk + 4 * c, i < L);
+    copy_async16(dst + i * P + 4 * c, src + ((c0 + min(i, L - 1)) * H + h) * kDk + 4 * c, i < L ? 16 : 0);
   }
 }
 
@@ -177,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     graw[i] = i < L ? g[(c0 + i) * Hv + j] : 0.0f;
     bet[i] = i < L ? beta[(c0 + i) * Hv + j] : 0.0f;  // rows past L add nothing
   }
-  copies_done();
+  copy_async_wait_all();
   __syncthreads();
   if (threadIdx.x == 0) {  // γ summed as the CPU sums it; rows past L carry the last γ
     float acc = 0.0f;
@@ -329,7 +318,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = threadIdx.x; e < kChunk * kSlice / 4; e += kThreads) {
       const int i = e / (kSlice / 4), c = e % (kSlice / 4);
-      copy16(us + i * kVPitch + 4 * c, in.u + ((c0 + min(i, L - 1)) * Hv + j) * dv + r0 + 4 * c, i < L);
+      copy_async16(us + i * kVPitch + 4 * c, in.u + ((c0 + min(i, L - 1)) * Hv + j) * dv + r0 + 4 * c,
+                   i < L ? 16 : 0);
     }
   };
   auto load_second_half = [&](int chunk) {
@@ -341,12 +331,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = threadIdx.x; e < kChunk * kChunk / 4; e += kThreads) {
       const int i = e / (kChunk / 4), c = e % (kChunk / 4);
-      copy16(ps + i * kAPitch + 4 * c, p + i * kChunk + 4 * c, true);
+      copy_async16(ps + i * kAPitch + 4 * c, p + i * kChunk + 4 * c);
     }
     // Rows past L take the last token's γ.
     if (threadIdx.x < kChunk) {
-      copy4(sm + Ly::kGamma + slot * kChunk + threadIdx.x,
-            in.gamma + (c0 + min(static_cast<int>(threadIdx.x), L - 1)) * Hv + j, true);
+      copy_async4(sm + Ly::kGamma + slot * kChunk + threadIdx.x,
+                  in.gamma + (c0 + min(static_cast<int>(threadIdx.x), L - 1)) * Hv + j);
     }
   };
   // V', O: warp w takes rows 16·(w % 4).. and state rows (columns) 16·(w / 4)..
@@ -359,7 +349,7 @@ __global__ void __launch_bounds__(kThreads)
     const float* ks = sm + Ly::kK + slot * kChunk * kKPitch;
     const float* ps = sm + Ly::kP + slot * kChunk * kAPitch;
     const float* gam = sm + Ly::kGamma + slot * kChunk;
-    copies_done();
+    copy_async_wait_all();
     __syncthreads();
     if (chunk + 1 < chunks) load_second_half(chunk + 1);  // its slot was last read by chunk − 1
 

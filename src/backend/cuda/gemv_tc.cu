@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "backend/cuda/activations.h"
+#include "backend/cuda/async_copy.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemv_tc.h"
@@ -211,11 +212,6 @@ __global__ void __launch_bounds__(128) convert_kernel(const float* __restrict__ 
                                            reinterpret_cast<float4*>(converted + tiles * G::kTileVecs));
 }
 
-__device__ __forceinline__ void copy_async16(void* shared, const void* global) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(global) : "memory");
-}
-
 // What a warp loads for one k-tile.
 template <int kFolds>
 struct TileLoads {
@@ -340,7 +336,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2)
       if constexpr (kSeparate) {
         const int64_t n = tiles * (G::kTileVecs + 4);
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x) copy_async16(bvec + i, converted + i);
-        asm volatile("cp.async.wait_all;" ::: "memory");
+        copy_async_wait_all();
       } else {
         convert_activations<kBits, kFolds, kGlu>(x, gate, K, threadIdx.x, blockDim.x, bvec, info);
       }
