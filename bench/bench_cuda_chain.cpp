@@ -13,11 +13,11 @@
 //     (the down weight read as 12288 rows of 4096: the same bytes and groups).
 // Prints a markdown table with the command and the device.
 #include <cstdio>
-#include <cstring>
 
 #ifdef STRATA_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <vector>
