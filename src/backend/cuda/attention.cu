@@ -661,8 +661,7 @@ void run_tiled(const Params& p, int64_t kv_bound) {
   constexpr size_t kSmem = smem_bytes<D, kRowsPerWarp, kWarps>();
   auto* const kernel = tiled_kernel<D, kRowsPerWarp, kWarps>;
   static const int blocks_per_sm = [kernel] {
-    STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(kSmem)));
+    allow_shared_bytes(kernel, kSmem);
     int n = 0;
     STRATA_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kWarps, kSmem));

@@ -435,7 +435,6 @@ constexpr int kTile = 32;
 constexpr int kTiledRows = 16;
 constexpr int kDirectMaxT = 3;  // measured: from 4 tokens on, staging beats the direct kernel
 
-
 // One stage of shared memory, in floats: k and q [kTile][kDk], v [kTile][kRows], g and β [kTile].
 template <int kDk, int kRows>
 struct TileLayout {
@@ -482,7 +481,7 @@ __global__ void __launch_bounds__(kRows * kG)
     for (int e = threadIdx.x; e < n * kVVecs; e += kThreads) {
       const int tt = e / kVVecs, c = e % kVVecs;
       copy_async16(base + L::kV + tt * kRows + 4 * c,
-                 v + (static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i0 + 4 * c);
+                   v + (static_cast<int64_t>(t0 + tt) * Hv + j) * dv + i0 + 4 * c);
     }
     for (int e = threadIdx.x; e < n; e += kThreads) {
       copy_async4(base + L::kGate + e, g + static_cast<int64_t>(t0 + e) * Hv + j);
@@ -596,8 +595,7 @@ void launch_delta_tiled(const float* q, const float* k, const float* v, const fl
   auto* kernel = delta_rule_tiled_kernel<kDk, kG, kRows>;
   if constexpr (kSmem > 48 * 1024) {  // once, on the first (eager) call
     static const bool raised = [&] {
-      STRATA_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      allow_shared_bytes(kernel, kSmem);
       return true;
     }();
     (void)raised;

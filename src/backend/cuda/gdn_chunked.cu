@@ -426,11 +426,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename Kernel>
-void allow_shared(Kernel* kernel, size_t bytes) {
-  STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-}
-
 }  // namespace
 
 bool delta_rule_chunked_supported(int64_t dk, int64_t dv) {
@@ -442,8 +437,8 @@ void delta_rule_chunked(const float* q, const float* k, const float* v, const fl
   constexpr size_t kPrepareSmem = sizeof(float) * (2 * kChunk * kPitch + kChunk * kATPitch);
   constexpr size_t kStateSmem = sizeof(float) * StateLayout::kFloats;
   static const bool raised = [] {  // once, on the first (eager) call
-    allow_shared(chunk_prepare_kernel, kPrepareSmem);
-    allow_shared(chunk_state_kernel, kStateSmem);
+    allow_shared_bytes(chunk_prepare_kernel, kPrepareSmem);
+    allow_shared_bytes(chunk_state_kernel, kStateSmem);
     return true;
   }();
   (void)raised;

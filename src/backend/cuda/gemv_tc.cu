@@ -419,7 +419,7 @@ void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs
   // of each thread's own: no lock on the launch path).
   thread_local std::vector<std::pair<int64_t, int>> blocks_per_sm;
   static const bool raised = [&] {
-    STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes()));
+    allow_shared_bytes(kernel, static_cast<size_t>(max_shared_bytes()));
     return true;
   }();
   (void)raised;

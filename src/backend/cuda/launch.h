@@ -71,6 +71,13 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_byte
   launch_clustered(1, kernel, grid, block, shared_bytes, std::forward<Args>(args)...);
 }
 
+// Lets `kernel` take up to `bytes` of dynamic shared memory (above the 48 KB a launch gets without
+// asking); throws on failure. Callers do this once per kernel, before its first launch.
+template <typename... Params>
+void allow_shared_bytes(void (*kernel)(Params...), size_t bytes) {
+  STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
 #ifdef __CUDACC__  // host code (tests) may include this header for pdl_enabled()
 // Lets the next kernel launch (griddepcontrol.launch_dependents: its own wait still holds it until
 // this grid has finished), then waits for the grid launched before this one (griddepcontrol.wait).

@@ -668,8 +668,7 @@ void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weight
   auto* gate_up = moe_gate_up_kernel<kBits, S>;
   const size_t smem = static_cast<size_t>(H) * sizeof(float);
   static const bool raised = [&] {
-    STRATA_CUDA_CHECK(
-        cudaFuncSetAttribute(gate_up, cudaFuncAttributeMaxDynamicSharedMemorySize, max_optin_shared_bytes()));
+    allow_shared_bytes(gate_up, static_cast<size_t>(max_optin_shared_bytes()));
     return true;
   }();
   (void)raised;
@@ -709,8 +708,7 @@ void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weight
   if (sort_smem > static_cast<size_t>(max_optin_shared_bytes()))
     throw_internal_error("moe_experts: too many experts to sort in shared memory");
   static const bool sort_raised = [] {
-    STRATA_CUDA_CHECK(cudaFuncSetAttribute(moe_sort_pairs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           max_optin_shared_bytes()));
+    allow_shared_bytes(moe_sort_pairs_kernel, static_cast<size_t>(max_optin_shared_bytes()));
     return true;
   }();
   (void)sort_raised;
