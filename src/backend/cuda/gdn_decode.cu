@@ -19,6 +19,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/activations.h"
+#include "backend/cuda/cluster.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gdn_common.h"
@@ -65,25 +66,6 @@ struct CoreShape {
   size_t shared_bytes;
 };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ int cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return static_cast<int>(r);
-}
-// The address of `p` (in this block's shared memory) in block `rank` of the cluster.
-__device__ __forceinline__ const float* in_block(const float* p, int rank) {
-  uint64_t out;
-  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"(p), "r"(rank));
-  return reinterpret_cast<const float*>(out);
-}
-#endif
 
 template <int kDk>
 __global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const CoreParams p) {

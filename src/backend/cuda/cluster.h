@@ -1,0 +1,64 @@
+// Thread-block clusters (sm_90+): barriers across a cluster's blocks and addresses in another block's
+// shared memory (distributed shared memory). Below sm_90 a kernel runs in clusters of one block, so
+// the barriers are the block's own and every address is the block's.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace strata::backend::cuda {
+
+// barrier.cluster in two halves: arrive (this block's shared memory writes released to the
+// cluster) and wait (until every block has arrived; their writes acquired).
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+__device__ __forceinline__ void cluster_sync() {
+  cluster_arrive();
+  cluster_wait();
+}
+
+// This block's rank in its cluster, and the cluster's size in blocks.
+__device__ __forceinline__ int cluster_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return static_cast<int>(r);
+#else
+  return 0;
+#endif
+}
+__device__ __forceinline__ int cluster_blocks() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return static_cast<int>(n);
+#else
+  return 1;
+#endif
+}
+
+// The address of `p` (in this block's shared memory) in block `rank` of the cluster.
+template <typename T>
+__device__ __forceinline__ const T* in_block(const T* p, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint64_t out;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"(p), "r"(rank));
+  return reinterpret_cast<const T*>(out);
+#else
+  (void)rank;
+  return p;
+#endif
+}
+
+}  // namespace strata::backend::cuda
