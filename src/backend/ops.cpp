@@ -218,17 +218,18 @@ void argmax(const Tensor& x, const Tensor& out) {
   cpu::argmax(x, out);
 }
 
-void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count) {
-  const Device d = placement("top_window", {&x, &values, &ids, &count});
-  require_f32("top_window", x);
-  require_f32("top_window", values);
-  check(x.numel() > 0 && x.numel() == x.dim(-1), ErrorKind::kInternal, "top_window: x {} is not one row",
-        x.shape.str());
-  require_i32("top_window", ids, values.numel());
-  require_i32("top_window", count, 1);
-  check(window >= 0.0f, ErrorKind::kInternal, "top_window: window {}", window);
-  STRATA_CUDA_DISPATCH("top_window", d, cuda::top_window(x, window, values, ids, count));
-  cpu::top_window(x, window, values, ids, count);
+void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out) {
+  const Device d = placement("sample_row", {&x, &out});
+  require_f32("sample_row", x);
+  check(x.numel() > 0 && x.numel() == x.dim(-1) && x.numel() < row_draw::kMaxVocab, ErrorKind::kInternal,
+        "sample_row: x {} is not one row of fewer than 2^24 logits", x.shape.str());
+  require_i32("sample_row", out, 1);
+  check(draw.temperature > 0.0f && draw.top_k >= 0 && draw.top_p > 0.0f && draw.top_p <= 1.0f &&
+            draw.min_p >= 0.0f && draw.min_p <= 1.0f && draw.u >= 0.0 && draw.u < 1.0,
+        ErrorKind::kInternal, "sample_row: temperature {} top_k {} top_p {} min_p {} u {}", draw.temperature,
+        draw.top_k, draw.top_p, draw.min_p, draw.u);
+  STRATA_CUDA_DISPATCH("sample_row", d, cuda::sample_row(x, draw, out));
+  cpu::sample_row(x, draw, out);
 }
 
 void zero(const Tensor& x) {

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/row_draw.h"
 #include "backend/weight.h"
 #include "core/tensor.h"
 
@@ -94,12 +95,11 @@ void store_rows(const Tensor& src, const Tensor& positions, const Tensor& dst);
 // out: I32 [rows] (greedy sampling without moving logits off the device).
 void argmax(const Tensor& x, const Tensor& out);
 
-// The entries of one row x (F32 [V]) within `window` of its largest value (x[i] ≥ max − window;
-// NaNs never): count (I32 [1]) receives how many there are, and values (F32 [C]) and ids (I32 [C])
-// the first C of them found, in no particular order (the CPU: ascending ids). When count > C, which
-// ones were written is unspecified. Lets a sampler fetch the tokens that can matter instead of the
-// whole row.
-void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count);
+// out (I32 [1]) = the token drawn from one row of logits x (F32 [V], V < 2^24) by temperature,
+// top-k, top-p and min-p as backend/row_draw.h defines the draw, or -1 when no logit is a
+// candidate (all NaN or -inf). CPU and CUDA pick the same token (integer sums), so sampling on a
+// GPU reads back one token id instead of the row.
+void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out);
 
 // x = 0.
 void zero(const Tensor& x);

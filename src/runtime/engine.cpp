@@ -25,9 +25,6 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
   if (model_->device() != Device::kCpu) {
     device_logits_ = backend::Buffer(model_->device(), DType::kF32, {model_->config().vocab_size});
     device_token_ = backend::Buffer(model_->device(), DType::kI32, {1});
-    window_values_ = backend::Buffer(model_->device(), DType::kF32, {kWindowCapacity});
-    window_ids_ = backend::Buffer(model_->device(), DType::kI32, {kWindowCapacity});
-    window_count_ = backend::Buffer(model_->device(), DType::kI32, {1});
   }
   check(options_.context_size > 0 && options_.prefill_chunk > 0, ErrorKind::kInvalidInput,
         "context size and prefill chunk must be positive");
@@ -83,7 +80,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   const bool want_logprobs = request.top_logprobs >= 0 && request.on_logprob;
   TokenLogprob logprob;
   const bool greedy_on_device = on_device && !want_logprobs && sampler.plain_greedy();
-  const bool window_on_device =
+  const bool sample_on_device =
       on_device && !want_logprobs && request.sampling.temperature > 0.0f && !sampler.edits_logits();
   auto next_token = [&]() {
     if (greedy_on_device) {
@@ -92,19 +89,12 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
       backend::copy_to_host(device_token_.view(), &id);
       return id;
     }
-    if (window_on_device) {
-      backend::top_window(device_logits_.view(), Sampler::kWindowNats * request.sampling.temperature,
-                          window_values_.view(), window_ids_.view(), window_count_.view());
-      int32_t n = 0;
-      backend::copy_to_host(window_count_.view(), &n);
-      if (n > 0 && n <= kWindowCapacity) {
-        host_window_values_.resize(static_cast<size_t>(n));
-        host_window_ids_.resize(static_cast<size_t>(n));
-        backend::copy_to_host(window_values_.view().rows(0, n), host_window_values_.data());
-        backend::copy_to_host(window_ids_.view().rows(0, n), host_window_ids_.data());
-        return sampler.sample_from(host_window_values_, host_window_ids_);
-      }
-      // A flat row (or one of NaNs): the whole row comes back, as below.
+    if (sample_on_device) {
+      int32_t id = 0;
+      backend::sample_row(device_logits_.view(), sampler.device_draw(), device_token_.view());
+      backend::copy_to_host(device_token_.view(), &id);
+      check(id >= 0, ErrorKind::kInvalidInput, "every token was masked out");  // as the host sampler
+      return id;
     }
     if (on_device) backend::copy(device_logits_.view(), logits_.view());
     if (want_logprobs) log_softmax(logits);  // before the sampler edits the logits

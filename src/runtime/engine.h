@@ -87,13 +87,7 @@ class Engine {
   EngineOptions options_;
   HostTensor logits_;              // the last logits on the host (what the sampler reads)
   backend::Buffer device_logits_;  // where a GPU model writes them (empty for CPU models)
-  backend::Buffer device_token_;   // I32 [1]: the greedy token picked on the GPU
-  // Temperature sampling on a GPU: the tokens within Sampler::kWindowNats of the best one come back
-  // (at most kWindowCapacity of them; more, and the whole row does).
-  static constexpr int64_t kWindowCapacity = 16384;
-  backend::Buffer window_values_, window_ids_, window_count_;
-  std::vector<float> host_window_values_;
-  std::vector<int32_t> host_window_ids_;
+  backend::Buffer device_token_;   // I32 [1]: the token picked on the GPU (greedy or sampled)
   void log_softmax(std::span<const float> logits);
   void fill_logprob(int32_t token, int top, TokenLogprob& out) const;
 

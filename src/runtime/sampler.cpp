@@ -50,17 +50,15 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   candidates_.reserve(logits.size());
   for (size_t i = 0; i < logits.size(); ++i)
     if (std::isfinite(logits[i]) || logits[i] > 0) candidates_.emplace_back(logits[i] / params_.temperature, static_cast<int32_t>(i));
-  return draw();
+  return draw(logits.size());
 }
 
-int32_t Sampler::sample_from(std::span<const float> values, std::span<const int32_t> ids) {
-  check(params_.temperature > 0.0f && !edits_logits() && values.size() == ids.size(), ErrorKind::kInternal,
-        "sample_from: temperature sampling of unedited logits only");
-  candidates_.clear();
-  candidates_.reserve(values.size());
-  for (size_t i = 0; i < values.size(); ++i)
-    if (std::isfinite(values[i]) || values[i] > 0) candidates_.emplace_back(values[i] / params_.temperature, ids[i]);
-  return draw();
+backend::RowDraw Sampler::device_draw() {
+  check(params_.temperature > 0.0f && !edits_logits(), ErrorKind::kInternal,
+        "device_draw: temperature sampling of unedited logits only");
+  // The number draw() scales by the kept mass: uniform_real_distribution(0, mass) is this times mass.
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  return {params_.temperature, params_.top_k, params_.top_p, params_.min_p, std::min(u, std::nextafter(1.0, 0.0))};
 }
 
 namespace {
@@ -109,7 +107,7 @@ size_t Sampler::best_reaching(double target) {
   return hi;  // rounding left the target above the total: every candidate up to hi
 }
 
-int32_t Sampler::draw() {
+int32_t Sampler::draw(size_t vocab) {
   check(!candidates_.empty(), ErrorKind::kInvalidInput, "every token was masked out");
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < candidates_.size()) {
     // A heap of k for the usual small k; selection by halves for a large one.
@@ -135,17 +133,29 @@ int32_t Sampler::draw() {
     best = std::max(best, c.first);
   }
   // Probabilities keep the logits' order, so "most likely" is unchanged.
+  const bool truncated = params_.top_k > 0 || params_.top_p < 1.0f || params_.min_p > 0.0f;
   if (params_.top_p < 1.0f) candidates_.resize(std::max<size_t>(best_reaching(params_.top_p), 1));
   if (params_.min_p > 0.0f) {
     const float threshold = params_.min_p * best;  // the best candidate always stays (min_p ≤ 1)
     std::erase_if(candidates_, [&](const auto& c) { return c.first < threshold; });
   }
+  // The pick walks the kept candidates in id order (as backend::sample_row does on a device, where
+  // that order needs no sort): back into it if a cut reordered them, by placing each at its id.
+  if (truncated) {
+    slots_.assign(vocab, -1.0f);
+    for (const auto& c : candidates_) slots_[static_cast<size_t>(c.second)] = c.first;
+    candidates_.clear();
+    for (size_t id = 0; id < vocab; ++id)
+      if (slots_[id] >= 0.0f) candidates_.emplace_back(slots_[id], static_cast<int32_t>(id));
+  }
   double mass = 0.0;
   for (const auto& c : candidates_) mass += c.first;
   std::uniform_real_distribution<double> uniform(0.0, mass);
   const double r = uniform(rng_);
-  // The first candidate, from the most likely down, at which the running probability reaches r.
-  return candidates_[best_reaching(r) - 1].second;
+  double run = 0.0;
+  for (const auto& c : candidates_)
+    if ((run += c.first) >= r) return c.second;
+  return candidates_.back().second;  // not reached: run ends at mass > r
 }
 
 }  // namespace strata::runtime

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "backend/row_draw.h"
+
 namespace strata::runtime {
 
 struct SamplingParams {
@@ -28,26 +30,21 @@ class Sampler {
   explicit Sampler(SamplingParams params);
   // logits is modified in place. history: the prompt and the generated tokens (for penalties).
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
-  // The same draw from a part of the row: the logits `values` of the tokens `ids` (any order), all
-  // the others taken as impossible. Only for temperature sampling with nothing that edits the
-  // logits; a caller that leaves out only tokens far below the best one (a probability under
-  // e^-30 of its each, see kWindowNats) gets the token sample() would pick but for rounding.
-  int32_t sample_from(std::span<const float> values, std::span<const int32_t> ids);
+  // The draw of the next token as backend::sample_row makes it on the logits' device, for
+  // temperature sampling with nothing that edits the logits: the parameters, and the uniform number
+  // sample() would take from the generator (taken now), so that the device picks the token sample()
+  // would but for rounding.
+  backend::RowDraw device_draw();
   const SamplingParams& params() const { return params_; }
   // Whether penalties or a logit bias edit the logits before the pick.
   bool edits_logits() const;
   // Greedy with nothing that edits the logits first: the token is their argmax.
   bool plain_greedy() const;
 
-  // How far below the best token, in units of the temperature (nats), a token may be left out of
-  // sample_from: e^-30 ≈ 1e-13, so even a vocabulary of 10^6 such tokens holds under 1e-7 of the
-  // probability, below the rounding of the float probabilities the draw walks.
-  static constexpr float kWindowNats = 30.0f;
-
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
-  // The draw over candidates_ (logits already divided by the temperature).
-  int32_t draw();
+  // The draw over candidates_ (logits already divided by the temperature; ids below vocab).
+  int32_t draw(size_t vocab);
   // Arranges candidates_ (holding probabilities) so that its first n are the n most likely, n the
   // fewest whose total reaches target (all of them if rounding keeps it short), and returns n.
   size_t best_reaching(double target);
@@ -56,6 +53,7 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;
   std::vector<int32_t> counts_;
+  std::vector<float> slots_;  // the kept candidates' probabilities by id (draw's reordering)
 };
 
 }  // namespace strata::runtime

@@ -186,25 +186,5 @@ TEST(Argmax, FindsTheFirstLargestValuePerRow) {
   EXPECT_EQ(out.as<int32_t>()[1], 1);
 }
 
-TEST(TopWindow, KeepsTheEntriesNearTheLargestInIdOrderAndCountsPastCapacity) {
-  HostTensor x(DType::kF32, {8});
-  const float v[8] = {1, 9, std::numeric_limits<float>::quiet_NaN(), 7, 10, -3, 7.5f, 6.9f};
-  std::copy(v, v + 8, x.as<float>());
-  HostTensor values(DType::kF32, {4}), ids(DType::kI32, {4}), count(DType::kI32, {1});
-  backend::top_window(x, 3.0f, values, ids, count);  // ≥ 7: ids 1, 3, 4, 6
-  ASSERT_EQ(count.as<int32_t>()[0], 4);
-  const int32_t want_ids[4] = {1, 3, 4, 6};
-  const float want_values[4] = {9, 7, 10, 7.5f};
-  for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(ids.as<int32_t>()[i], want_ids[i]);
-    EXPECT_EQ(values.as<float>()[i], want_values[i]);
-  }
-  backend::top_window(x, 20.0f, values, ids, count);  // all 7 non-NaN entries, 4 of them written
-  EXPECT_EQ(count.as<int32_t>()[0], 7);
-  backend::top_window(x, 0.0f, values, ids, count);  // the largest alone
-  EXPECT_EQ(count.as<int32_t>()[0], 1);
-  EXPECT_EQ(ids.as<int32_t>()[0], 4);
-}
-
 }  // namespace
 }  // namespace strata

@@ -24,7 +24,7 @@ void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Tensor& a, const Tensor& b);
 void store_rows(const Tensor& src, std::span<const int32_t> positions, const Tensor& dst);
 void argmax(const Tensor& x, const Tensor& out);
-void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count);
+void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out);
 
 void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out);
 void split_columns(const Tensor& x, std::span<const Tensor> outs);

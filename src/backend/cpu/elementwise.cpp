@@ -1,7 +1,9 @@
 // CPU elementwise ops: embedding lookup, bias, RMSNorm, SwiGLU, residual add, row copies.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
@@ -88,22 +90,51 @@ void argmax(const Tensor& x, const Tensor& out) {
   }
 }
 
-void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count) {
+// The reference draw: the candidates sorted into the draw's order, the cuts taken from its prefix,
+// and the kept tokens walked in id order (row_draw.h states the rules; the CUDA kernel selects
+// instead of sorting).
+void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out) {
   const float* row = x.as<const float>();
-  const int64_t V = x.numel(), capacity = values.numel();
-  float top = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < V; ++i) top = std::fmax(top, row[i]);  // fmax skips NaNs
-  const float floor = top - window;
-  int32_t n = 0;
-  for (int64_t i = 0; i < V; ++i) {
-    if (!(row[i] >= floor)) continue;  // NaNs fail the comparison
-    if (n < capacity) {
-      values.as<float>()[n] = row[i];
-      ids.as<int32_t>()[n] = static_cast<int32_t>(i);
-    }
-    ++n;
-  }
-  count.as<int32_t>()[0] = n;
+  const int64_t V = x.numel();
+  struct Candidate {
+    float v;
+    int32_t id;
+  };
+  std::vector<Candidate> c;
+  c.reserve(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i)
+    if (!std::isnan(row[i]) && row[i] != -std::numeric_limits<float>::infinity())
+      c.push_back({row[i] / draw.temperature, static_cast<int32_t>(i)});
+  int32_t& token = out.as<int32_t>()[0];
+  token = -1;
+  if (c.empty()) return;
+  std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
+    return row_draw::order_key(a.v, a.id) > row_draw::order_key(b.v, b.id);
+  });
+  const float max_v = c.front().v;
+  auto w = [&](size_t i) { return row_draw::weight(c[i].v, max_v); };
+  auto W = [&](size_t i) { return row_draw::fixed_weight(w(i)); };
+  auto mass = [&](size_t n) {
+    uint64_t m = 0;
+    for (size_t i = 0; i < n; ++i) m += W(i);
+    return m;
+  };
+  // The first i + 1 candidates are the shortest prefix whose running ΣW reaches target.
+  auto reaching = [&](size_t n, uint64_t target) {
+    uint64_t run = 0;
+    for (size_t i = 0; i < n; ++i)
+      if ((run += W(i)) >= target) return i + 1;
+    return n;
+  };
+  size_t n = c.size();
+  if (draw.top_k > 0 && static_cast<size_t>(draw.top_k) < n) n = static_cast<size_t>(draw.top_k);
+  if (draw.top_p < 1.0f) n = reaching(n, row_draw::reach_target(draw.top_p, mass(n)));
+  if (draw.min_p > 0.0f)
+    while (n > 1 && w(n - 1) < draw.min_p) --n;
+  const uint64_t target = row_draw::reach_target(draw.u, mass(n));
+  c.resize(n);
+  std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  token = c[reaching(n, target) - 1].id;  // the kept tokens in id order
 }
 
 void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) {

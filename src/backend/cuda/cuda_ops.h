@@ -95,7 +95,7 @@ void add(const Tensor& a, const Tensor& b);
 void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out);
 void split_columns(const Tensor& x, std::span<const Tensor> outs);
 void argmax(const Tensor& x, const Tensor& out);
-void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count);
+void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out);
 
 void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& window, const Tensor& out);
 void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,

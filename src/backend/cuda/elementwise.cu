@@ -471,40 +471,6 @@ void launch_chunk_bests(const float* x, int64_t rows, int64_t V, dim3 grid, Best
   }
 }
 
-// ---- top_window ----
-
-// Each block takes the row's maximum from the chunks' bests (argmax_partial_kernel's; NaNs never
-// win, a chunk of NaNs gives -inf) and appends its chunk's entries within the window, a warp
-// reserving its slots with one atomic.
-__global__ void __launch_bounds__(kArgmaxThreads)
-    window_collect_kernel(const float* __restrict__ x, int64_t V, const Best* __restrict__ chunk_best,
-                          float window, int64_t capacity, float* __restrict__ values, int32_t* __restrict__ ids,
-                          int32_t* __restrict__ count) {
-  wait_for_inputs();
-  float top = -INFINITY;
-  for (unsigned c = 0; c < gridDim.x; ++c) top = fmaxf(top, chunk_best[c].v);  // a few dozen values
-  const float floor = top - window;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kArgmaxChunk;
-  const int64_t end = std::min(V, begin + kArgmaxChunk);
-  const int lane = threadIdx.x % 32;
-  // Whole warps walk the chunk together, so the ballot covers every lane.
-  for (int64_t base = begin + threadIdx.x - lane; base < end; base += kArgmaxThreads) {
-    const int64_t i = base + lane;
-    const float v = i < end ? __ldg(x + i) : NAN;
-    const bool take = v >= floor;  // NaNs fail the comparison
-    const unsigned mask = __ballot_sync(0xffffffffu, take);
-    if (mask == 0) continue;
-    int32_t first = 0;
-    if (lane == 0) first = atomicAdd(count, __popc(mask));
-    first = __shfl_sync(0xffffffffu, first, 0);
-    const int64_t slot = first + __popc(mask & ((1u << lane) - 1u));
-    if (take && slot < capacity) {
-      values[slot] = v;
-      ids[slot] = static_cast<int32_t>(i);
-    }
-  }
-}
-
 }  // namespace
 
 void copy_rows(const void* src, const int32_t* src_rows, int64_t src_limit, void* dst,
@@ -633,17 +599,6 @@ void split_columns(const Tensor& x, std::span<const Tensor> outs) {
     default:
       launch_split<1>(x, outs, rows, es);
   }
-}
-
-void top_window(const Tensor& x, float window, const Tensor& values, const Tensor& ids, const Tensor& count) {
-  const int64_t V = x.numel();
-  const int64_t chunks = (V + kArgmaxChunk - 1) / kArgmaxChunk;
-  const float* px = x.as<const float>();
-  auto* best = static_cast<Best*>(workspace(WorkspaceSlot::kSample, static_cast<size_t>(chunks) * sizeof(Best)));
-  fill_zero(count.data, sizeof(int32_t));
-  launch_chunk_bests(px, 1, V, dim3(static_cast<unsigned>(chunks)), best, nullptr);
-  launch(window_collect_kernel, static_cast<unsigned>(chunks), kArgmaxThreads, 0, px, V, static_cast<const Best*>(best),
-         window, values.numel(), values.as<float>(), ids.as<int32_t>(), count.as<int32_t>());
 }
 
 void argmax(const Tensor& x, const Tensor& out) {

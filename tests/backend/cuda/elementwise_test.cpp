@@ -2,7 +2,7 @@
 // CPU ops on host copies of the same random inputs. Runs on the GPU machine; where no CUDA device
 // is present (CI) the tests report a skip.
 //
-// Tolerances: copies, argmax, top-k ids, add and add_bias exact (one rounding either side). With
+// Tolerances: copies, argmax, sample_row, top-k ids, add and add_bias exact (one rounding either side). With
 // exp, sin or cos (GPU and libm versions differ by an ulp or two): silu_mul, sigmoid_mul and top-k
 // weights within 1e-5·|ref|, rope within 1e-4 absolute (angles up to 2.6·10⁵ radians).
 // Multiply-adds (quantized embedding, add_sigmoid_gated) within 1e-5·(1 + |ref|): the host compiler
@@ -348,37 +348,48 @@ TEST_F(CudaElementwise, ArgmaxMatchesCpuWithTiesAndNaNs) {
   }
 }
 
-// ---- top_window ----
+// ---- sample_row ----
 
-// The same set of (id, value) pairs as the CPU, in any order; the count also when it passes the
-// capacity.
-TEST_F(CudaElementwise, TopWindowMatchesCpuAsASet) {
-  for (int64_t V : {248320, 8193, 1000, 7}) {
-    for (float window : {0.0f, 1.5f, 3.0f, 100.0f}) {
-      HostTensor x = random_tensor({V}, 19);
+// The token the CPU's sort picks, for every truncation, on flat and peaked rows with ties, NaNs and
+// infinities: exact (the draw's sums are integers; only an ulp of expf at a boundary could part
+// them). The lengths cover one block, partial clusters, a full one, and a row too long for shared
+// memory (re-read from global memory).
+TEST_F(CudaElementwise, SampleRowPicksTheCpuToken) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<backend::RowDraw> draws = {
+      {1.0f, 0, 1.0f, 0.0f, 0.0}, {1.0f, 0, 1.0f, 0.0f, 0.37},   {0.7f, 0, 0.95f, 0.0f, 0.81},
+      {0.6f, 20, 0.95f, 0.0f, 0.5}, {1.3f, 40, 1.0f, 0.05f, 0.93}, {1.0f, 1, 1.0f, 0.0f, 0.99},
+      {2.0f, 5000, 0.5f, 0.0f, 0.2}, {0.01f, 0, 1.0f, 0.0f, 0.999}, {1.0f, 0, 1.0f, 0.9f, 0.6}};
+  for (int64_t V : {7, 1000, 8193, 40000, 151936, 248320, 600000}) {
+    for (float spread : {1.0f, 12.0f}) {  // flat (every token near the best) and peaked
+      HostTensor x = random_tensor({V}, static_cast<uint32_t>(V), spread);
       float* p = x.as<float>();
-      p[V / 2] = std::numeric_limits<float>::quiet_NaN();
-      p[V - 1] = 2.5f;  // ties with the largest
-      p[V / 3] = 2.5f;
-      const int64_t capacity = 4096;
-      HostTensor values(DType::kF32, {capacity}), ids(DType::kI32, {capacity}), count(DType::kI32, {1});
-      backend::cpu::top_window(x, window, values, ids, count);
-      const DeviceCopy dx = to_device(x), dv = to_device(HostTensor(DType::kF32, {capacity})),
-                       di = to_device(int_tensor(std::vector<int32_t>(capacity, -1))),
-                       dc = to_device(int_tensor({-1}));
-      backend::top_window(dx.view, window, dv.view, di.view, dc.view);
-      const HostTensor gc = backend::to_host(dc.view), gv = backend::to_host(dv.view), gi = backend::to_host(di.view);
-      const std::string what = "V " + std::to_string(V) + " window " + std::to_string(window);
-      const int32_t n = count.as<int32_t>()[0];
-      ASSERT_EQ(gc.as<int32_t>()[0], n) << what;
-      if (n > capacity) continue;  // which ones were kept is unspecified
-      std::vector<std::pair<int32_t, float>> want, got;
-      for (int32_t i = 0; i < n; ++i) {
-        want.emplace_back(ids.as<int32_t>()[i], values.as<float>()[i]);
-        got.emplace_back(gi.as<int32_t>()[i], gv.as<float>()[i]);
+      p[V / 2] = nan;
+      p[V / 3] = -inf;
+      p[V - 1] = p[V / 5 + 1] = 3.0f * spread;  // a tie at (or near) the top
+      for (const backend::RowDraw& d : draws) {
+        HostTensor ref(DType::kI32, {1});
+        backend::cpu::sample_row(x, d, ref);
+        const DeviceCopy dx = to_device(x), dout = to_device(int_tensor({-2}));
+        backend::sample_row(dx.view, d, dout.view);
+        expect_equal_bytes(backend::to_host(dout.view), ref,
+                           "V " + std::to_string(V) + " spread " + std::to_string(spread) + " T " +
+                               std::to_string(d.temperature) + " k " + std::to_string(d.top_k) + " p " +
+                               std::to_string(d.top_p) + " min_p " + std::to_string(d.min_p) + " u " +
+                               std::to_string(d.u));
       }
-      std::sort(got.begin(), got.end());
-      EXPECT_EQ(got, want) << what;
+    }
+  }
+  // No candidate; +inf logits share the draw.
+  for (const std::vector<float>& row : {std::vector<float>{nan, -inf, nan}, std::vector<float>{inf, 5.0f, inf, nan}}) {
+    HostTensor x(DType::kF32, {static_cast<int64_t>(row.size())}), ref(DType::kI32, {1});
+    std::copy(row.begin(), row.end(), x.as<float>());
+    for (double u : {0.1, 0.9}) {
+      const backend::RowDraw d{1.0f, 0, 1.0f, 0.0f, u};
+      backend::cpu::sample_row(x, d, ref);
+      const DeviceCopy dx = to_device(x), dout = to_device(int_tensor({-2}));
+      backend::sample_row(dx.view, d, dout.view);
+      expect_equal_bytes(backend::to_host(dout.view), ref, "special row, u " + std::to_string(u));
     }
   }
 }
