@@ -232,6 +232,22 @@ void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out) {
   cpu::sample_row(x, draw, out);
 }
 
+void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const Tensor& biases,
+                 const LogitPenalties& penalties) {
+  const Device d = placement("edit_logits", {&x, &ids, &counts, &biases});
+  require_f32("edit_logits", x);
+  check(x.numel() > 0 && x.numel() == x.dim(-1), ErrorKind::kInternal, "edit_logits: x {} is not one row",
+        x.shape.str());
+  require_i32("edit_logits", ids, ids.numel());
+  require_i32("edit_logits", counts, ids.numel());
+  require_f32("edit_logits", biases);
+  check(biases.numel() == ids.numel(), ErrorKind::kInternal, "edit_logits: {} ids, {} biases", ids.numel(),
+        biases.numel());
+  if (ids.numel() == 0) return;
+  STRATA_CUDA_DISPATCH("edit_logits", d, cuda::edit_logits(x, ids, counts, biases, penalties));
+  cpu::edit_logits(x, ids, counts, biases, penalties);
+}
+
 void zero(const Tensor& x) {
   const Device d = placement("zero", {&x});
   STRATA_CUDA_DISPATCH("zero", d, cuda::fill_zero(x.data, x.nbytes()));

@@ -101,6 +101,12 @@ void argmax(const Tensor& x, const Tensor& out);
 // GPU reads back one token id instead of the row.
 void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out);
 
+// A sampler's logit edits on one row x (F32 [V]) where it lies: for each i, the logit of token
+// ids[i] becomes edited_logit(x, biases[i], counts[i], penalties) (backend/row_draw.h). ids (I32 [n],
+// distinct, below V), counts (I32 [n]) and biases (F32 [n]) are on x's device.
+void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const Tensor& biases,
+                 const LogitPenalties& penalties);
+
 // x = 0.
 void zero(const Tensor& x);
 

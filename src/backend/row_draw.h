@@ -35,6 +35,26 @@ struct RowDraw {
   double u = 0.0;            // in [0, 1): where in the kept weight the draw lands
 };
 
+// A sampler's penalties on the logits of tokens seen before (backend::edit_logits).
+struct LogitPenalties {
+  float repetition = 1.0f;  // divides positive logits, multiplies negative ones
+  float presence = 0.0f;    // subtracted once
+  float frequency = 0.0f;   // subtracted once per occurrence
+};
+
+// A logit after its bias and, for a token seen `count` times (count > 0), the penalties: the
+// one formula of the host sampler and the devices (no fused multiply-add, so all round alike).
+STRATA_HOST_DEVICE inline float edited_logit(float x, float bias, int32_t count, const LogitPenalties& p) {
+  x += bias;
+  if (count <= 0) return x;
+  if (p.repetition != 1.0f) x = x > 0.0f ? x / p.repetition : x * p.repetition;
+#ifdef __CUDA_ARCH__
+  return x - __fadd_rn(p.presence, __fmul_rn(p.frequency, static_cast<float>(count)));
+#else
+  return x - (p.presence + p.frequency * static_cast<float>(count));
+#endif
+}
+
 namespace row_draw {
 
 constexpr int kIdBits = 24;  // ids below 2^24: the low bits of a candidate's order key

@@ -74,6 +74,7 @@ Settings resolve(const BenchArgs& args) {
   check(args.top_p > 0.0f && args.top_p <= 1.0f, ErrorKind::kInvalidInput, "--top-p must be in (0, 1]");
   s.sampling.temperature = args.temperature;
   s.sampling.top_p = args.top_p;
+  s.sampling.presence_penalty = args.presence_penalty;
   s.sampling.seed = 1;
   for (int64_t n : s.prompts)
     check(n > 0, ErrorKind::kInvalidInput, "--prompt lengths must be positive");
@@ -463,9 +464,11 @@ std::string notes(const Settings& s, const std::vector<Row>& rows) {
       "the largest value seen when a request's first token arrived (its state and the grown "
       "scratch allocated): "
       "an approximation of the peak.\n",
-      s.sampling.temperature > 0.0f
-          ? fmt::format("sampling at temperature {} and top_p {} (seed 1)", s.sampling.temperature, s.sampling.top_p)
-          : std::string("greedy decoding"),
+      (s.sampling.temperature > 0.0f
+           ? fmt::format("sampling at temperature {} and top_p {} (seed 1)", s.sampling.temperature, s.sampling.top_p)
+           : std::string("greedy decoding")) +
+          (s.sampling.presence_penalty != 0.0f ? fmt::format(", presence penalty {}", s.sampling.presence_penalty)
+                                               : std::string()),
       kPrefillChunk, n, n, n);
   out += "\nPer model:\n";
   bool first = true;

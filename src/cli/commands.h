@@ -101,6 +101,7 @@ struct BenchArgs {
   bool breakdown = true;          // per-op times of a Qwen3.5-9B decode step (CUDA only)
   float temperature = 0.0f;       // sampling of the timed requests; 0: greedy
   float top_p = 1.0f;
+  float presence_penalty = 0.0f;
   bool quick = false;
   std::string output;        // also write the markdown here
   std::string command_line;  // printed above the table

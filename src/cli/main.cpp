@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0f, 100.0f));
   bench_cmd->add_option("--top-p", bench.top_p, "Nucleus for --temperature (default 1: off)")
       ->check(CLI::Range(0.0f, 1.0f));
+  bench_cmd->add_option("--presence-penalty", bench.presence_penalty,
+                        "Presence penalty of the timed requests (default 0: off)")
+      ->check(CLI::Range(-2.0f, 2.0f));
   bench_cmd
       ->add_option("--layers", bench.layers,
                    "Keep only each shape's first N layers (quick checks; not the model's speed)")

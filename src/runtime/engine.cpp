@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backend/ops.h"
 #include "core/error.h"
@@ -79,19 +80,18 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   check(request.top_logprobs <= 20, ErrorKind::kInvalidInput, "top_logprobs must be at most 20");
   const bool want_logprobs = request.top_logprobs >= 0 && request.on_logprob;
   TokenLogprob logprob;
-  const bool greedy_on_device = on_device && !want_logprobs && sampler.plain_greedy();
-  const bool sample_on_device =
-      on_device && !want_logprobs && request.sampling.temperature > 0.0f && !sampler.edits_logits();
+  // On a GPU the sampler's edits and the pick run where the logits lie, and only the token comes
+  // back; logprobs need the whole row on the host.
+  const bool pick_on_device = on_device && !want_logprobs;
   auto next_token = [&]() {
-    if (greedy_on_device) {
+    if (pick_on_device) {
+      if (sampler.edits_logits()) edit_on_device(sampler, history);
       int32_t id = 0;
-      backend::argmax(device_logits_.view().reshaped({1, V}), device_token_.view());
-      backend::copy_to_host(device_token_.view(), &id);
-      return id;
-    }
-    if (sample_on_device) {
-      int32_t id = 0;
-      backend::sample_row(device_logits_.view(), sampler.device_draw(), device_token_.view());
+      if (request.sampling.temperature > 0.0f) {
+        backend::sample_row(device_logits_.view(), sampler.device_draw(), device_token_.view());
+      } else {
+        backend::argmax(device_logits_.view().reshaped({1, V}), device_token_.view());
+      }
       backend::copy_to_host(device_token_.view(), &id);
       check(id >= 0, ErrorKind::kInvalidInput, "every token was masked out");  // as the host sampler
       return id;
@@ -135,6 +135,24 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   }
   result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return result;
+}
+
+void Engine::edit_on_device(Sampler& sampler, std::span<const int32_t> history) {
+  sampler.logit_edits(history, static_cast<size_t>(model_->config().vocab_size), edits_);
+  const auto n = static_cast<int64_t>(edits_.ids.size());
+  if (n == 0) return;
+  // One upload: ids, counts and the biases' bits, each a run of n words.
+  edit_words_.resize(static_cast<size_t>(3 * n));
+  std::copy(edits_.ids.begin(), edits_.ids.end(), edit_words_.begin());
+  std::copy(edits_.counts.begin(), edits_.counts.end(), edit_words_.begin() + n);
+  std::memcpy(edit_words_.data() + 2 * n, edits_.biases.data(), static_cast<size_t>(n) * sizeof(float));
+  if (edit_buffer_.empty() || edit_buffer_.numel() < 3 * n)
+    edit_buffer_ = backend::Buffer(model_->device(), DType::kI32, {std::max<int64_t>(3 * n, 3 * 1024)});
+  const Tensor words = edit_buffer_.view().rows(0, 3 * n);
+  backend::copy_from_host(edit_words_.data(), words);
+  Tensor biases = words.rows(2 * n, 3 * n);
+  biases.dtype = DType::kF32;
+  backend::edit_logits(device_logits_.view(), words.rows(0, n), words.rows(n, 2 * n), biases, sampler.penalties());
 }
 
 void Engine::log_softmax(std::span<const float> logits) {

@@ -88,6 +88,11 @@ class Engine {
   HostTensor logits_;              // the last logits on the host (what the sampler reads)
   backend::Buffer device_logits_;  // where a GPU model writes them (empty for CPU models)
   backend::Buffer device_token_;   // I32 [1]: the token picked on the GPU (greedy or sampled)
+  // The sampler's logit edits (penalties, logit bias) applied to device_logits_.
+  void edit_on_device(Sampler& sampler, std::span<const int32_t> history);
+  Sampler::LogitEdits edits_;
+  std::vector<int32_t> edit_words_;  // the edits as uploaded: ids, counts, the biases' bits
+  backend::Buffer edit_buffer_;      // their device copy (grows, never shrinks)
   void log_softmax(std::span<const float> logits);
   void fill_logprob(int32_t token, int top, TokenLogprob& out) const;
 

@@ -15,21 +15,38 @@ Sampler::Sampler(SamplingParams params) : params_(std::move(params)), rng_(param
   check(params_.repetition_penalty > 0.0f, ErrorKind::kInvalidInput, "repetition_penalty must be > 0");
 }
 
-void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
-  const auto V = static_cast<int32_t>(logits.size());
+void Sampler::logit_edits(std::span<const int32_t> history, size_t vocab, LogitEdits& out) {
+  out.ids.clear(), out.counts.clear(), out.biases.clear();
+  if (slot_.size() != vocab) slot_.assign(vocab, -1);
+  auto entry = [&](int32_t id) {
+    int32_t& slot = slot_[static_cast<size_t>(id)];
+    if (slot < 0) {
+      slot = static_cast<int32_t>(out.ids.size());
+      out.ids.push_back(id), out.counts.push_back(0), out.biases.push_back(0.0f);
+    }
+    return static_cast<size_t>(slot);
+  };
+  const auto V = static_cast<int64_t>(vocab);
   for (const auto& [id, bias] : params_.logit_bias)
-    if (id >= 0 && id < V) logits[id] += bias;
-  const bool repetition = params_.repetition_penalty != 1.0f;
-  const bool additive = params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
-  if (!repetition && !additive) return;
-  counts_.assign(logits.size(), 0);
-  for (int32_t id : history)
-    if (id >= 0 && id < V) ++counts_[id];
-  for (int32_t id = 0; id < V; ++id) {
-    if (counts_[id] == 0) continue;
-    if (repetition) logits[id] = logits[id] > 0 ? logits[id] / params_.repetition_penalty
-                                                 : logits[id] * params_.repetition_penalty;
-    logits[id] -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(counts_[id]);
+    if (id >= 0 && id < V) out.biases[entry(id)] += bias;
+  const backend::LogitPenalties p = penalties();
+  if (p.repetition != 1.0f || p.presence != 0.0f || p.frequency != 0.0f)
+    for (int32_t id : history)
+      if (id >= 0 && id < V) ++out.counts[entry(id)];
+  for (int32_t id : out.ids) slot_[static_cast<size_t>(id)] = -1;  // untouched for the next call
+}
+
+backend::LogitPenalties Sampler::penalties() const {
+  return {params_.repetition_penalty, params_.presence_penalty, params_.frequency_penalty};
+}
+
+void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
+  if (!edits_logits()) return;
+  logit_edits(history, logits.size(), edits_);
+  const backend::LogitPenalties p = penalties();
+  for (size_t i = 0; i < edits_.ids.size(); ++i) {
+    float& l = logits[static_cast<size_t>(edits_.ids[i])];
+    l = backend::edited_logit(l, edits_.biases[i], edits_.counts[i], p);
   }
 }
 
@@ -37,8 +54,6 @@ bool Sampler::edits_logits() const {
   return params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f ||
          !params_.logit_bias.empty();
 }
-
-bool Sampler::plain_greedy() const { return params_.temperature <= 0.0f && !edits_logits(); }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
   check(!logits.empty(), ErrorKind::kInternal, "sample: empty logits");
@@ -54,8 +69,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
 }
 
 backend::RowDraw Sampler::device_draw() {
-  check(params_.temperature > 0.0f && !edits_logits(), ErrorKind::kInternal,
-        "device_draw: temperature sampling of unedited logits only");
+  check(params_.temperature > 0.0f, ErrorKind::kInternal, "device_draw: temperature sampling only");
   // The number draw() scales by the kept mass: uniform_real_distribution(0, mass) is this times mass.
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   return {params_.temperature, params_.top_k, params_.top_p, params_.min_p, std::min(u, std::nextafter(1.0, 0.0))};

@@ -30,16 +30,23 @@ class Sampler {
   explicit Sampler(SamplingParams params);
   // logits is modified in place. history: the prompt and the generated tokens (for penalties).
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
-  // The draw of the next token as backend::sample_row makes it on the logits' device, for
-  // temperature sampling with nothing that edits the logits: the parameters, and the uniform number
-  // sample() would take from the generator (taken now), so that the device picks the token sample()
-  // would but for rounding.
+  // The edits sample() makes to the logits before its pick (logit bias and penalties), as lists
+  // for backend::edit_logits: each token with a bias or (when a penalty is on) seen in history, its
+  // bias and its count in history. sample() applies the same lists with the same formula.
+  struct LogitEdits {
+    std::vector<int32_t> ids, counts;
+    std::vector<float> biases;
+  };
+  void logit_edits(std::span<const int32_t> history, size_t vocab, LogitEdits& out);
+  backend::LogitPenalties penalties() const;
+  // The draw of the next token as backend::sample_row makes it where the logits lie (after
+  // backend::edit_logits, when edits_logits()), for temperature sampling: the parameters, and the
+  // uniform number sample() would take from the generator (taken now), so that the device picks the
+  // token sample() would but for rounding.
   backend::RowDraw device_draw();
   const SamplingParams& params() const { return params_; }
   // Whether penalties or a logit bias edit the logits before the pick.
   bool edits_logits() const;
-  // Greedy with nothing that edits the logits first: the token is their argmax.
-  bool plain_greedy() const;
 
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
@@ -52,7 +59,8 @@ class Sampler {
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;
-  std::vector<int32_t> counts_;
+  LogitEdits edits_;           // apply_penalties' lists
+  std::vector<int32_t> slot_;  // logit_edits: each token's entry in its lists, or -1
   std::vector<float> slots_;  // the kept candidates' probabilities by id (draw's reordering)
 };
 

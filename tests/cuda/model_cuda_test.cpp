@@ -147,10 +147,10 @@ TEST_P(CudaModels, EngineGreedyTokensEqualTheCpuEngine) {
   EXPECT_EQ(logprobs.size(), a.tokens.size());
 }
 
-// Temperature sampling on the GPU fetches only the tokens within the window of the best one; with
-// logprobs asked for, the whole row comes back and the host sampler sees every token: the same
-// seeded draws.
-TEST_P(CudaModels, EngineSampledTokensFromTheWindowEqualTheWholeRow) {
+// Sampling on the GPU (backend::edit_logits, then backend::sample_row or argmax) reads back only the
+// token; with logprobs asked for, the whole row comes back and the host sampler edits and draws:
+// the same seeded tokens, penalties and logit bias included.
+TEST_P(CudaModels, EngineSampledTokensOnTheGpuEqualTheHostSampler) {
   const test::Golden g = test::load_golden(GetParam());
   runtime::Engine gpu(model::load_model(path(), on(Device::kCuda)), {});
   runtime::GenerationRequest req;
@@ -161,16 +161,24 @@ TEST_P(CudaModels, EngineSampledTokensFromTheWindowEqualTheWholeRow) {
     p.temperature = temperature, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p;
     return p;
   };
-  for (const runtime::SamplingParams& p : {params(1.0f, 0, 1.0f, 0.0f), params(0.7f, 20, 0.9f, 0.0f),
-                                           params(1.2f, 0, 1.0f, 0.1f)}) {
+  auto penalized = [&](float temperature, float repetition, float presence, float frequency) {
+    runtime::SamplingParams p = params(temperature, 0, 0.95f, 0.0f);
+    p.repetition_penalty = repetition, p.presence_penalty = presence, p.frequency_penalty = frequency;
+    p.logit_bias = {{g.greedy[0], -3.0f}, {5, 4.0f}};
+    return p;
+  };
+  for (const runtime::SamplingParams& p :
+       {params(1.0f, 0, 1.0f, 0.0f), params(0.7f, 20, 0.9f, 0.0f), params(1.2f, 0, 1.0f, 0.1f),
+        penalized(0.8f, 1.3f, 0.5f, 0.2f), penalized(0.0f, 1.1f, 1.5f, 0.0f)}) {
     req.sampling = p;
     req.sampling.seed = 7;
     req.top_logprobs = -1;
     req.on_logprob = nullptr;
-    const std::vector<int32_t> window = gpu.generate(req, {}).tokens;
+    const std::vector<int32_t> device = gpu.generate(req, {}).tokens;
     req.top_logprobs = 0;
     req.on_logprob = [](const runtime::TokenLogprob&) {};
-    EXPECT_EQ(gpu.generate(req, {}).tokens, window) << "temperature " << p.temperature;
+    EXPECT_EQ(gpu.generate(req, {}).tokens, device)
+        << "temperature " << p.temperature << " repetition " << p.repetition_penalty;
   }
 }
 

@@ -102,6 +102,25 @@ TEST(Sampler, PenaltiesAndBiasChangeTheChoice) {
   EXPECT_EQ(draw(p, logits()), 4);
 }
 
+TEST(Sampler, LogitEditsListTheBiasedAndTheSeenTokens) {
+  SamplingParams p;
+  p.logit_bias = {{7, 2.0f}, {3, -1.0f}, {99, 5.0f}};  // 99 lies outside the vocabulary
+  Sampler::LogitEdits e;
+  Sampler(p).logit_edits(std::vector<int32_t>{3, 5, 3}, 10, e);
+  EXPECT_EQ(e.ids, (std::vector<int32_t>{7, 3}));  // no penalty: the history does not count
+  EXPECT_EQ(e.counts, (std::vector<int32_t>{0, 0}));
+  EXPECT_EQ(e.biases, (std::vector<float>{2.0f, -1.0f}));
+  p.presence_penalty = 0.5f;
+  Sampler s(p);
+  s.logit_edits(std::vector<int32_t>{3, 5, 3, -1}, 10, e);
+  EXPECT_EQ(e.ids, (std::vector<int32_t>{7, 3, 5}));
+  EXPECT_EQ(e.counts, (std::vector<int32_t>{0, 2, 1}));
+  EXPECT_EQ(e.biases, (std::vector<float>{2.0f, -1.0f, 0.0f}));
+  s.logit_edits(std::vector<int32_t>{5}, 10, e);  // a second call starts afresh
+  EXPECT_EQ(e.ids, (std::vector<int32_t>{7, 3, 5}));
+  EXPECT_EQ(e.counts, (std::vector<int32_t>{0, 0, 1}));
+}
+
 // backend::sample_row (the CPU reference of the device draw) with device_draw() picks what
 // sample() picks from the same generator state, over flat and peaked rows, every truncation and
 // many seeds: the two differ only in rounding (float probabilities against integer weights), so
@@ -118,28 +137,44 @@ TEST(Sampler, DeviceDrawPicksWhatSamplePicks) {
     return p;
   };
   int draws = 0, differ = 0;
+  SamplingParams penalized = params(0.9f, 0, 0.95f, 0.0f);
+  penalized.repetition_penalty = 1.3f, penalized.presence_penalty = 0.4f, penalized.frequency_penalty = 0.2f;
+  penalized.logit_bias = {{17, -2.0f}, {4000, 3.0f}};
+  std::vector<int32_t> history;
+  for (int32_t i = 0; i < 300; ++i) history.push_back((i * 37) % 2000);
   for (const std::vector<float>* row : {&flat, &peaked}) {
-    HostTensor x(DType::kF32, {static_cast<int64_t>(row->size())}), out(DType::kI32, {1});
-    std::copy(row->begin(), row->end(), x.as<float>());
+    const auto V = static_cast<int64_t>(row->size());
+    HostTensor out(DType::kI32, {1});
     for (SamplingParams p : {params(1.0f, 0, 1.0f, 0.0f), params(0.7f, 0, 0.9f, 0.0f), params(1.3f, 40, 1.0f, 0.05f),
-                             params(0.6f, 20, 0.95f, 0.0f)}) {
+                             params(0.6f, 20, 0.95f, 0.0f), penalized}) {
       for (uint64_t seed : {1u, 2u, 3u}) {
         p.seed = seed;
         Sampler host(p), device(p);
         for (int i = 0; i < 100; ++i) {
-          std::vector<float> l = *row;
+          // The device's way: the edits as lists, then the draw on the edited row.
+          HostTensor x(DType::kF32, {V});
+          std::copy(row->begin(), row->end(), x.as<float>());
+          Sampler::LogitEdits e;
+          device.logit_edits(history, row->size(), e);
+          const auto n = static_cast<int64_t>(e.ids.size());
+          HostTensor ids(DType::kI32, {n}), counts(DType::kI32, {n}), biases(DType::kF32, {n});
+          std::copy(e.ids.begin(), e.ids.end(), ids.as<int32_t>());
+          std::copy(e.counts.begin(), e.counts.end(), counts.as<int32_t>());
+          std::copy(e.biases.begin(), e.biases.end(), biases.as<float>());
+          backend::edit_logits(x, ids, counts, biases, device.penalties());
           backend::sample_row(x, device.device_draw(), out);
-          differ += out.as<int32_t>()[0] != host.sample(l, {});
+          std::vector<float> l = *row;
+          differ += out.as<int32_t>()[0] != host.sample(l, history);
           ++draws;
         }
       }
     }
   }
   EXPECT_LE(differ, 1) << "of " << draws << " draws";
-  SamplingParams penalized;
-  penalized.presence_penalty = 0.5f;
-  Sampler s(penalized);
-  EXPECT_THROW(s.device_draw(), Error);  // penalties need the whole row on the host
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  Sampler s(greedy);
+  EXPECT_THROW(s.device_draw(), Error);  // greedy picks the argmax
 }
 
 TEST(Sampler, RejectsInvalidParameters) {

@@ -137,6 +137,15 @@ void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out) {
   token = c[reaching(n, target) - 1].id;  // the kept tokens in id order
 }
 
+void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const Tensor& biases,
+                 const LogitPenalties& penalties) {
+  float* row = x.as<float>();
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    float& l = row[ids.as<const int32_t>()[i]];
+    l = edited_logit(l, biases.as<const float>()[i], counts.as<const int32_t>()[i], penalties);
+  }
+}
+
 void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) {
   const int64_t n = x.numel();
   const float* px = x.as<const float>();

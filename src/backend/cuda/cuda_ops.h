@@ -96,6 +96,8 @@ void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out);
 void split_columns(const Tensor& x, std::span<const Tensor> outs);
 void argmax(const Tensor& x, const Tensor& out);
 void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out);
+void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const Tensor& biases,
+                 const LogitPenalties& penalties);
 
 void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& window, const Tensor& out);
 void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,

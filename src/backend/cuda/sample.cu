@@ -1,5 +1,6 @@
 // A token drawn from one row of logits on the GPU (sample_row: backend/ops.h, the rules in
-// backend/row_draw.h), so that temperature sampling reads back one token id instead of the row.
+// backend/row_draw.h), so that temperature sampling reads back one token id instead of the row;
+// and the sampler's logit edits before it (edit_logits).
 //
 // Work. One cluster of up to 8 blocks of 1024 threads takes the row, each block a contiguous slice
 // that it keeps in shared memory as v = x / temperature (NaN for a logit that is no candidate), or
@@ -429,7 +430,23 @@ __global__ void __launch_bounds__(kThreads)
   cluster_sync();  // no block leaves while another may still read its shared memory
 }
 
+__global__ void edit_logits_kernel(float* __restrict__ x, const int32_t* __restrict__ ids,
+                                   const int32_t* __restrict__ counts, const float* __restrict__ biases, int64_t n,
+                                   LogitPenalties penalties) {
+  wait_for_inputs();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[ids[i]] = edited_logit(x[ids[i]], biases[i], counts[i], penalties);
+}
+
 }  // namespace
+
+void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const Tensor& biases,
+                 const LogitPenalties& penalties) {
+  const int64_t n = ids.numel();
+  constexpr int threads = 256;
+  launch(edit_logits_kernel, static_cast<unsigned>((n + threads - 1) / threads), threads, 0, x.as<float>(),
+         ids.as<const int32_t>(), counts.as<const int32_t>(), biases.as<const float>(), n, penalties);
+}
 
 void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out) {
   const int64_t V = x.numel();

@@ -394,6 +394,29 @@ TEST_F(CudaElementwise, SampleRowPicksTheCpuToken) {
   }
 }
 
+// Penalties and bias on the listed tokens, exact: one formula without fused multiply-adds.
+TEST_F(CudaElementwise, EditLogitsMatchesCpu) {
+  const int64_t V = 151936;
+  HostTensor x = random_tensor({V}, 3, 4.0f);
+  std::vector<int32_t> ids, counts;
+  std::vector<float> biases;
+  for (int32_t i = 0; i < 3000; ++i) {
+    ids.push_back((i * 7919) % static_cast<int32_t>(V));  // distinct: 7919 is prime to V
+    counts.push_back(i % 5);
+    biases.push_back(i % 3 == 0 ? 0.25f * static_cast<float>(i % 11) - 1.0f : 0.0f);
+  }
+  HostTensor hi = int_tensor(ids), hc = int_tensor(counts), hb(DType::kF32, {static_cast<int64_t>(biases.size())});
+  std::copy(biases.begin(), biases.end(), hb.as<float>());
+  for (const backend::LogitPenalties& p : {backend::LogitPenalties{1.3f, 0.4f, 0.2f}, backend::LogitPenalties{1.0f, 1.5f, 0.0f},
+                                           backend::LogitPenalties{0.8f, 0.0f, 0.7f}}) {
+    HostTensor ref = backend::to_host(x);
+    backend::cpu::edit_logits(ref, hi, hc, hb, p);
+    const DeviceCopy dx = to_device(x), di = to_device(hi), dc = to_device(hc), db = to_device(hb);
+    backend::edit_logits(dx.view, di.view, dc.view, db.view, p);
+    expect_equal_bytes(backend::to_host(dx.view), ref, "repetition " + std::to_string(p.repetition));
+  }
+}
+
 // ---- MoE ----
 
 TEST_F(CudaElementwise, TopkSoftmaxMatchesCpuWithTies) {
