@@ -28,7 +28,7 @@ __device__ __forceinline__ void cluster_sync() {
   cluster_wait();
 }
 
-// This block's rank in its cluster, and the cluster's size in blocks.
+// This block's rank in its cluster.
 __device__ __forceinline__ int cluster_rank() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   unsigned r;
@@ -36,15 +36,6 @@ __device__ __forceinline__ int cluster_rank() {
   return static_cast<int>(r);
 #else
   return 0;
-#endif
-}
-__device__ __forceinline__ int cluster_blocks() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-  return static_cast<int>(n);
-#else
-  return 1;
 #endif
 }
 

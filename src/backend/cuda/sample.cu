@@ -448,18 +448,47 @@ void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const
          ids.as<const int32_t>(), counts.as<const int32_t>(), biases.as<const float>(), n, penalties);
 }
 
+// The shared memory a block may take, and the largest cluster the device can place with that much
+// per block (8 on an H100; fewer where a partition of the GPU has fewer multiprocessors), found once.
+struct Capacity {
+  size_t shared_bytes;
+  int64_t cluster;
+};
+Capacity capacity() {
+  static const Capacity c = [] {
+    Capacity r{static_cast<size_t>(max_optin_shared_bytes()) - kStaticShared, 1};
+    allow_shared_bytes(sample_row_kernel, r.shared_bytes);
+    if (!clusters_supported()) return r;
+    for (int64_t n = kMaxCluster; n > 1; n /= 2) {
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeClusterDimension;
+      attribute.val.clusterDim = {static_cast<unsigned>(n), 1, 1};
+      cudaLaunchConfig_t config{};
+      config.gridDim = static_cast<unsigned>(n);
+      config.blockDim = kThreads;
+      config.dynamicSmemBytes = r.shared_bytes;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, sample_row_kernel, &config) == cudaSuccess && clusters > 0) {
+        r.cluster = n;
+        break;
+      }
+      (void)cudaGetLastError();  // a size the device refuses is not an error of the next call
+    }
+    return r;
+  }();
+  return c;
+}
+
 void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out) {
   const int64_t V = x.numel();
-  const int64_t blocks = clusters_supported() ? std::clamp<int64_t>((V + kMinSlice - 1) / kMinSlice, 1, kMaxCluster) : 1;
+  const Capacity cap = capacity();
+  const int64_t blocks = std::clamp<int64_t>((V + kMinSlice - 1) / kMinSlice, 1, cap.cluster);
   const int64_t slice = (V + blocks - 1) / blocks;
-  static const size_t limit = [] {
-    const size_t bytes = static_cast<size_t>(max_optin_shared_bytes()) - kStaticShared;
-    allow_shared_bytes(sample_row_kernel, bytes);
-    return bytes;
-  }();
   // The slice's values, and room to list all of them in a selection.
   const size_t bytes = static_cast<size_t>(slice) * (sizeof(float) + (slice <= kMaxListed ? sizeof(uint16_t) : 0));
-  const bool cache = bytes <= limit;
+  const bool cache = bytes <= cap.shared_bytes;
   launch_clustered(static_cast<unsigned>(blocks), sample_row_kernel, static_cast<unsigned>(blocks), kThreads,
                    cache ? bytes : 0, x.as<const float>(), V, slice, draw, cache, out.as<int32_t>());
 }
