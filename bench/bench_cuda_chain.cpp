@@ -12,12 +12,10 @@
 //   MLP
 //     (the down weight read as 12288 rows of 4096: the same bytes and groups).
 // Prints a markdown table with the command and the device.
-#include <cstdio>
-
-#ifdef STRATA_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <vector>
@@ -210,9 +208,3 @@ int main(int, char** argv) {
   }
   return 0;
 }
-#else
-int main() {
-  std::printf("built without CUDA\n");
-  return 0;
-}
-#endif

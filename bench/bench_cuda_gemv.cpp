@@ -1,13 +1,11 @@
 // Bandwidth of the CUDA decode matmul (one activation row) on MLX 4- and 8-bit weights (group 64)
 // of Qwen3.5-9B shapes and one routed expert of Qwen3.5-35B-A3B: time per call and the weight bytes it streams per second, against the GPU's
 // peak. Weights rotate over enough copies to defeat the L2 cache. Prints a markdown table.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-
-#ifdef STRATA_HAVE_CUDA
-#include <cuda_runtime.h>
-
 #include <random>
 #include <vector>
 
@@ -70,10 +68,7 @@ int main(int, char** argv) {
   }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
-  int mem_clock_khz = 0, bus_bits = 0;
-  cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, 0);
-  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0);
-  const double peak = 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8) / 1e9;  // GB/s (DDR)
+  const double peak = backend::cuda::device_peak_bandwidth_bytes() / 1e9;  // GB/s
   const char* kernel = std::getenv("STRATA_CUDA_GEMV");
   std::printf("command: %s%s\ndevice: %s, peak memory bandwidth %.0f GB/s\n\n",
               kernel != nullptr ? "STRATA_CUDA_GEMV=cores " : "", argv[0], prop.name, peak);
@@ -96,9 +91,3 @@ int main(int, char** argv) {
     }
   return 0;
 }
-#else
-int main() {
-  std::printf("built without CUDA\n");
-  return 0;
-}
-#endif
