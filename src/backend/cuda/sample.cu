@@ -24,6 +24,7 @@
 #include "backend/cuda/cluster.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/warp.h"
 #include "backend/row_draw.h"
 
 namespace strata::backend::cuda {
@@ -137,11 +138,6 @@ __device__ __forceinline__ Entry entry(const Slice& s, int64_t j, const Coarse& 
   return e;
 }
 
-__device__ __forceinline__ unsigned long long warp_total(unsigned long long v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // Adds the lanes' entries that are `in` to their bins: those sharing the first one's bin with one
 // atomic (a peaked row's tail mostly shares one bin), the others one each (a flat row spreads).
 __device__ __forceinline__ void add_to_bin(Record& r, bool in, unsigned bin, unsigned long long W) {
@@ -151,7 +147,7 @@ __device__ __forceinline__ void add_to_bin(Record& r, bool in, unsigned bin, uns
   const unsigned lead = __shfl_sync(0xffffffffu, bin, first);
   const bool shared = in && bin == lead;
   const unsigned group = __ballot_sync(0xffffffffu, shared);
-  const unsigned long long sum = warp_total(shared ? W : 0);
+  const unsigned long long sum = warp_sum(shared ? W : 0);
   if (static_cast<int>(threadIdx.x % 32) == first) {
     atomicAdd(&r.count[lead], static_cast<unsigned>(__popc(group)));
     atomicAdd(&r.mass[lead], sum);
@@ -200,7 +196,7 @@ __device__ Totals kept_mass(const Slice& s, const Coarse& c, const Cut& cut, Sha
     const Entry e = entry(s, j, c, cut);
     if (e.in) mine += e.W;
   }
-  mine = warp_total(mine);
+  mine = warp_sum(mine);
   if (threadIdx.x % 32 == 0) atomicAdd(&r.mass[0], mine);
   close_exchange();
   return exchanged_mass(r);
@@ -262,8 +258,8 @@ __device__ void choose_bin(Shared& sh, bool by_mass, unsigned long long above, u
     const unsigned b = kBins - 1 - (8 * lane + i);
     if (b > bin) count_above += sh.merged_count[b], mass_above += sh.merged_mass[b];
   }
-  count_above = warp_total(count_above);
-  mass_above = warp_total(mass_above);
+  count_above = warp_sum(count_above);
+  mass_above = warp_sum(mass_above);
   if (lane == 0) sh.pick = {bin, count_above, mass_above, target};
 }
 

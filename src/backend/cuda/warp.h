@@ -6,7 +6,8 @@
 namespace strata::backend::cuda {
 
 // The sum of v over the warp's lanes, in every lane (a butterfly: the same order in every kernel).
-__device__ inline float warp_sum(float v) {
+template <typename T>
+__device__ inline T warp_sum(T v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
