@@ -6,12 +6,7 @@
 # strata and the GPU benchmarks; test: the CUDA op and whole-model suites; bench: strata bench and
 # the decode matmul benchmarks (bench_cuda_gemv, bench_cuda_chain);
 # full: every target and every other ctest suite too. Writes OUT_DIR/report.md plus logs.
-# Libraries the GPU image lacks come from .devdeps when present; stage them on the dev machine with
-#   ../shared/device/stage-debs.sh libcpp-httplib-dev libcpp-httplib0.11 libpcre2-dev libpcre2-8-0 \
-#     libxxhash-dev libxxhash0 libtomlplusplus-dev libtomlplusplus3 libspdlog-dev libspdlog1.10 libfmt-dev \
-#     libfmt9 libutf8proc-dev libutf8proc2 libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 \
-#     libbrotli-dev libbrotli1 zlib1g-dev
-# (its default list lacks utf8proc, OpenBLAS and the brotli that cpp-httplib's pkg-config file requires).
+# Libraries the GPU image lacks come from .devdeps when present (tools/stage_device_debs.sh fills it).
 set -uo pipefail
 out=${1:?usage: tools/device_check.sh OUT_DIR [STAGES] [-- bench options]}
 shift

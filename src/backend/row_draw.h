@@ -1,6 +1,6 @@
-// A token drawn from one row of logits by temperature, top-k, top-p and min-p (backend::sample_row):
-// its parameters, and the integer arithmetic the CPU and CUDA implementations share so that both
-// pick the same token.
+// A token drawn from one row of logits by temperature, top-k, top-p and min-p (backend::sample_row),
+// and the sampler's logit edits before it (backend::edit_logits): their parameters, and the
+// arithmetic the host and the devices share so that all pick the same token.
 //
 // The draw, for a row x of V logits (V < 2^24):
 // - candidates: the tokens whose logit is neither NaN nor −inf, with v = x / temperature (−0 as +0),
