@@ -43,6 +43,7 @@
 #include "backend/cuda/async_copy.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemv_math.h"
 #include "backend/cuda/gemv_tc.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/scale_type.h"
@@ -52,22 +53,15 @@ namespace strata::backend::cuda {
 
 namespace {
 
-constexpr int kTileBytes = 128;  // bytes of codes per row per k-tile
-constexpr int kMaxWarps = 8;     // per block
-constexpr int kTargetExp = 21;   // a run's largest |x|·2^e lies in [2^21, 2^22)
+using gemv_math::Geometry;
+using gemv_math::kTileBytes;
+
+constexpr int kMaxWarps = 8;  // per block
 // From this K on, a small launch before the matmul converts the activations once, and the matmul's
 // blocks copy the result instead of each converting all K. Measured on an H100 (2026-11-22, 9B
 // 4-bit decode): converting once for the down projection (K = 12288) took the step from 398 to 419
 // tok/s; doing so at K = 4096 too gave 411, the extra launch costing more than it saves there.
 constexpr int64_t kSeparateConversionMinK = 8192;
-
-template <int kBits>
-struct Geometry {
-  static constexpr int kTileK = kTileBytes * 8 / kBits;  // activations per tile: 256 or 128
-  static constexpr int kRun = kTileK / 4;                // activations per lane's run: 64 or 32
-  static constexpr int kSteps = kRun / 8;                // steps of 8 codes per run: 8 or 4
-  static constexpr int kTileVecs = kSteps * 8;           // uint4 of B per tile: [step][run][part]
-};
 
 // Dynamic shared memory of a block for K activations: one tile of zeros (the B of lanes outside
 // their run's columns), the B vectors of every tile, and per run a float4 {2^-e, Σx of fold 0, Σx of
@@ -90,29 +84,6 @@ __device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
-}
-
-// d += A·B over 16 rows × 8 columns × 32 k-slots: A unsigned bytes (the codes), B signed bytes (the
-// limbs), exact 32-bit integer sums.
-__device__ __forceinline__ void imma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                     uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// The low bytes of a, b, c, d as one word, a in the lowest byte.
-__device__ __forceinline__ uint32_t pack_bytes(int a, int b, int c, int d) {
-  return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
-}
-
-// v (|v| ≤ 2^22) as 65536·top + 256·mid + low, each in [-128, 127].
-__device__ __forceinline__ void split_limbs(int v, int& top, int& mid, int& low) {
-  low = ((v + 128) & 255) - 128;
-  const int r = (v - low) >> 8;  // exact: v - low is a multiple of 256
-  mid = ((r + 128) & 255) - 128;
-  top = (r - mid) >> 8;
 }
 
 template <typename S>
@@ -142,8 +113,6 @@ __device__ __forceinline__ float raw_to_float(uint32_t r) {
 template <int kBits, int kFolds, bool kGlu>
 __device__ void convert_activations(const float* __restrict__ x, const float* __restrict__ gate, int64_t K,
                                     int64_t thread, int64_t threads, uint4* bvec, float4* info) {
-  using G = Geometry<kBits>;
-  constexpr int kFoldLanes = G::kSteps / kFolds;
   const int lane = static_cast<int>(thread % 32);
   const int64_t tasks = K / 8;
 #pragma unroll 2  // the second pass's loads go out with the first's
@@ -163,39 +132,7 @@ __device__ void convert_activations(const float* __restrict__ x, const float* __
         for (int i = 0; i < 8; ++i) v[i] = swiglu(gv[i], v[i]);  // as the silu_mul op
       }
     }
-    float amax = 0.0f, sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i])), sum += v[i];
-#pragma unroll
-    for (int o = 1; o < G::kSteps; o *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-#pragma unroll
-    for (int o = 1; o < kFoldLanes; o *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float fold1_sum = __shfl_down_sync(0xffffffffu, sum, kFoldLanes % 32);
-    // 2^e from amax's exponent. An infinite run makes 2^-e NaN; a NaN reaches the outputs through
-    // the sums (fmaxf drops it from amax).
-    const int e_bits = (__float_as_int(amax) >> 23) & 0xFF;
-    const int e = max(-126, min(126, kTargetExp + 127 - e_bits));
-    const float up = __int_as_float((127 + e) << 23);
-    const float down = e_bits == 0xFF ? __int_as_float(0x7FC00000) : __int_as_float((127 - e) << 23);
-    int top[8], mid[8], low[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) split_limbs(__float2int_rn(v[i] * up), top[i], mid[i], low[i]);
-    // k-slots 4c..4c+3 (b0) and 4c+16..4c+19 (b1): codes 0,2,4,6 and 1,3,5,7 of a 4-bit word; the
-    // first and second word at 8 bits.
-    auto b0 = [](const int(&l)[8]) {
-      return kBits == 4 ? pack_bytes(l[0], l[2], l[4], l[6]) : pack_bytes(l[0], l[1], l[2], l[3]);
-    };
-    auto b1 = [](const int(&l)[8]) {
-      return kBits == 4 ? pack_bytes(l[1], l[3], l[5], l[7]) : pack_bytes(l[4], l[5], l[6], l[7]);
-    };
-    if (active) {
-      const int64_t tile = u / (4 * G::kSteps);
-      const int c = static_cast<int>(u / G::kSteps) % 4, j = static_cast<int>(u % G::kSteps);
-      uint4* dst = bvec + tile * G::kTileVecs + (j * 4 + c) * 2;
-      dst[0] = make_uint4(b0(top), b1(top), b0(low), b1(low));
-      dst[1] = make_uint4(b0(mid), b1(mid), 0u, 0u);
-      if (j == 0) info[tile * 4 + c] = make_float4(down, sum, kFolds == 2 ? fold1_sum : 0.0f, 0.0f);
-    }
+    gemv_math::store_converted<kBits, kFolds>(v, u, active, bvec, info);
   }
 }
 
@@ -299,26 +236,11 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2)
 #pragma unroll
       for (int f = 0; f < kFolds; ++f) {
         int d1[4] = {}, d2[4] = {};  // (top, mid) and (low, 0) of rows g and g+8
-#pragma unroll
-        for (int j = f * kFoldSteps; j < (f + 1) * kFoldSteps; ++j) {
-          const uint4 bv = bp[j * 8];
-          uint32_t a0, a1, a2, a3;
-          if constexpr (kBits == 4) {
-            const uint32_t wa = (&l.code[0][j / 4].x)[j % 4], wb = (&l.code[1][j / 4].x)[j % 4];
-            a0 = wa & 0x0F0F0F0Fu, a1 = wb & 0x0F0F0F0Fu;
-            a2 = (wa >> 4) & 0x0F0F0F0Fu, a3 = (wb >> 4) & 0x0F0F0F0Fu;
-          } else {
-            a0 = (&l.code[0][j / 2].x)[(2 * j) % 4], a1 = (&l.code[1][j / 2].x)[(2 * j) % 4];
-            a2 = (&l.code[0][j / 2].x)[(2 * j + 1) % 4], a3 = (&l.code[1][j / 2].x)[(2 * j + 1) % 4];
-          }
-          imma(d1, a0, a1, a2, a3, bv.x, bv.y);
-          imma(d2, a0, a1, a2, a3, bv.z, bv.w);
-        }
+        gemv_math::tile_dot<kBits>(l.code, bp, f * kFoldSteps, (f + 1) * kFoldSteps, d1, d2);
         const float run_sum = f == 0 ? run.y : run.z;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const float v = fmaf(static_cast<float>(d1[2 * h]), 65536.0f,
-                               fmaf(static_cast<float>(d1[2 * h + 1]), 256.0f, static_cast<float>(d2[2 * h])));
+          const float v = gemv_math::row_dot(d1, d2, h);
           acc[h] += v * (raw_to_float<S>(l.s[h][f]) * run.x) + raw_to_float<S>(l.b[h][f]) * run_sum;
         }
       }
