@@ -4,7 +4,7 @@
 #   tools/device_check.sh OUT_DIR [STAGES] [-- strata bench options]
 # STAGES: any of build,test,bench,full (default build,test,bench). build: the CUDA test binaries,
 # strata and the GPU benchmarks; test: the CUDA op and whole-model suites; bench: strata bench and
-# the decode matmul benchmarks (bench_cuda_gemv, bench_cuda_chain);
+# the decode matmul benchmarks (bench_cuda_gemv, bench_cuda_chain, bench_cuda_stream_chain);
 # full: every target and every other ctest suite too. Writes OUT_DIR/report.md plus logs.
 # Libraries the GPU image lacks come from .devdeps when present (tools/stage_device_debs.sh fills it).
 set -uo pipefail
@@ -42,7 +42,7 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
 } > "$report"
 
 status=0
-targets="test_backend_cuda test_cuda strata bench_cuda_gemv bench_cuda_chain"
+targets="test_backend_cuda test_cuda strata bench_cuda_gemv bench_cuda_chain bench_cuda_stream_chain"
 [[ $stages == *full* ]] && targets=all
 if [[ $stages == *build* || $stages == *full* ]]; then
   start=$SECONDS
@@ -108,6 +108,10 @@ if [[ $stages == *bench* ]]; then
   if [ -x build-gpu/bench/bench_cuda_chain ]; then
     ./build-gpu/bench/bench_cuda_chain > "$out/bench_chain.md" 2>&1 || status=1
     { echo "## Decode matmuls chained alone"; echo; cat "$out/bench_chain.md"; echo; } >> "$report"
+  fi
+  if [ -x build-gpu/bench/bench_cuda_stream_chain ]; then
+    ./build-gpu/bench/bench_cuda_stream_chain > "$out/bench_stream_chain.md" 2>&1 || status=1
+    { echo "## Decode matmuls as one persistent kernel"; echo; cat "$out/bench_stream_chain.md"; echo; } >> "$report"
   fi
 fi
 exit $status
