@@ -426,6 +426,17 @@ int main(int, char** argv) {
     phases.push_back({matrix(kHidden, 3 * kHidden), 256, kMaxTiles, nullptr, 0, nullptr, converted, h, kHidden, nullptr,
                       kMatmul});
   }
+  // The kernel's limits: a block's share of a matrix touches at most kMaxBlockMTiles m-tiles, and an
+  // m-tile is split between at most two blocks (a share holds at least one m-tile's units).
+  for (const Phase& ph : phases) {
+    if (ph.kind != kMatmul) continue;
+    const int64_t units = static_cast<int64_t>(ph.m_tiles) * ph.k_tiles;
+    const int64_t per_block = units / sms;
+    if (per_block < ph.k_tiles || (per_block + 1) / ph.k_tiles + 2 > kMaxBlockMTiles) {
+      std::printf("%s: %d SMs share the matrices too finely or too coarsely for this kernel\n", prop.name, sms);
+      return 0;
+    }
+  }
   Phase* d_phases = device_alloc<Phase>(phases.size());
   STRATA_CUDA_CHECK(
       cudaMemcpy(d_phases, phases.data(), phases.size() * sizeof(Phase), cudaMemcpyHostToDevice));
