@@ -138,7 +138,8 @@ int32_t Sampler::draw(size_t vocab) {
   for (const auto& c : candidates_) max_logit = std::max(max_logit, c.first);
   double total = 0.0;
   for (auto& c : candidates_) {
-    c.first = std::exp(c.first - max_logit);
+    // 1 at the maximum, so +inf logits share the draw (exp(inf − inf) would be NaN), as on a device.
+    c.first = c.first == max_logit ? 1.0f : std::exp(c.first - max_logit);
     total += c.first;
   }
   float best = 0.0f;

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "backend/ops.h"
@@ -175,6 +177,20 @@ TEST(Sampler, DeviceDrawPicksWhatSamplePicks) {
   greedy.temperature = 0.0f;
   Sampler s(greedy);
   EXPECT_THROW(s.device_draw(), Error);  // greedy picks the argmax
+}
+
+// +inf logits share the draw (NaN and -inf never win), truncated or not, as in backend::sample_row.
+TEST(Sampler, PlusInfinityLogitsShareTheDraw) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (float top_p : {1.0f, 0.9f}) {
+    std::set<int32_t> seen;
+    for (uint64_t seed = 1; seed <= 40; ++seed) {
+      SamplingParams p;
+      p.temperature = 1.0f, p.top_p = top_p, p.seed = seed;
+      seen.insert(draw(p, {inf, 5.0f, inf, nan, -inf}));
+    }
+    EXPECT_EQ(seen, (std::set<int32_t>{0, 2})) << "top_p " << top_p;
+  }
 }
 
 TEST(Sampler, RejectsInvalidParameters) {
