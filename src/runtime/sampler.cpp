@@ -65,7 +65,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   candidates_.reserve(logits.size());
   for (size_t i = 0; i < logits.size(); ++i)
     if (std::isfinite(logits[i]) || logits[i] > 0) candidates_.emplace_back(logits[i] / params_.temperature, static_cast<int32_t>(i));
-  return draw(logits.size());
+  return draw();
 }
 
 backend::RowDraw Sampler::device_draw() {
@@ -121,7 +121,7 @@ size_t Sampler::best_reaching(double target) {
   return hi;  // rounding left the target above the total: every candidate up to hi
 }
 
-int32_t Sampler::draw(size_t vocab) {
+int32_t Sampler::draw() {
   check(!candidates_.empty(), ErrorKind::kInvalidInput, "every token was masked out");
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < candidates_.size()) {
     // A heap of k for the usual small k; selection by halves for a large one.
@@ -155,14 +155,9 @@ int32_t Sampler::draw(size_t vocab) {
     std::erase_if(candidates_, [&](const auto& c) { return c.first < threshold; });
   }
   // The pick walks the kept candidates in id order (as backend::sample_row does on a device, where
-  // that order needs no sort): back into it if a cut reordered them, by placing each at its id.
-  if (truncated) {
-    slots_.assign(vocab, -1.0f);
-    for (const auto& c : candidates_) slots_[static_cast<size_t>(c.second)] = c.first;
-    candidates_.clear();
-    for (size_t id = 0; id < vocab; ++id)
-      if (slots_[id] >= 0.0f) candidates_.emplace_back(slots_[id], static_cast<int32_t>(id));
-  }
+  // that order needs no sort): back into it if a cut reordered them.
+  if (truncated)
+    std::sort(candidates_.begin(), candidates_.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   double mass = 0.0;
   for (const auto& c : candidates_) mass += c.first;
   std::uniform_real_distribution<double> uniform(0.0, mass);

@@ -50,8 +50,8 @@ class Sampler {
 
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
-  // The draw over candidates_ (logits already divided by the temperature; ids below vocab).
-  int32_t draw(size_t vocab);
+  // The draw over candidates_ (logits already divided by the temperature).
+  int32_t draw();
   // Arranges candidates_ (holding probabilities) so that its first n are the n most likely, n the
   // fewest whose total reaches target (all of them if rounding keeps it short), and returns n.
   size_t best_reaching(double target);
@@ -61,7 +61,6 @@ class Sampler {
   std::vector<std::pair<float, int32_t>> candidates_;
   LogitEdits edits_;           // apply_penalties' lists
   std::vector<int32_t> slot_;  // logit_edits: each token's entry in its lists, or -1
-  std::vector<float> slots_;  // the kept candidates' probabilities by id (draw's reordering)
 };
 
 }  // namespace strata::runtime
