@@ -28,6 +28,8 @@
 // - no waits: the per-matrix conversion and reduction but no dependency (timing only);
 // - the chain: every dependency honoured.
 // Before timing, the first five matrices' outputs are checked against a host reference.
+// A second table times the dataflow form (below) with W = 1, 2 and 4 waves a matrix, with and
+// without its waits, after checking one layer's four matrices for each W.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -278,6 +280,325 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// ---- The dataflow form ----
+// The chain above waits, at every matrix, for every block to finish the previous one, and only then
+// reads and converts x: about 4 µs a matrix. Here each matrix's rows are done in W waves (every
+// block takes an equal share of each wave's units, wave after wave), so its outputs complete in W
+// steps over the matrix's time; and a block consumes its share of a wave chunk by chunk over K, the
+// chunk c of K being exactly the rows of the previous matrix's wave c. A block thus needs the
+// previous matrix's last wave only (W-1)/W of the way through its first wave's share.
+// - Units are laid out in consumption order: matrix, wave, block, then within the block chunk-major
+//   (chunk, m-tile, k-tile). locate() gives the (m-tile, k-tile) of a block's i-th unit.
+// - kXWarps warps read and convert x, chunk by chunk as soon as each is complete (a counter per
+//   matrix and wave), into one of two buffers, a matrix ahead of the consumers.
+// - kReduceWarps warps take each wave's partial sums (two buffers, handed over with named
+//   barriers), write the rows and signal the wave's counter, so the consumers never stop at a wave's
+//   end.
+// - A row of an m-tile split between blocks is written as one part per block (part 0 by the block
+//   holding the m-tile's first unit); readers add as many parts as the writing matrix has.
+// - The gate/up matrix's rows are interleaved per wave (gate then up rows of the same inputs), so
+//   SiLU(gate) ⊙ up of chunk c needs gate/up's wave c only; every block forms it for itself.
+// - A ring stage holds units of one wave only, so a wave share that is not a multiple of 16 units
+//   leaves consumer warps idle in its last stage (at W = 4 the out projection's shares are 7-8).
+constexpr int kXWarps = 6;
+constexpr int kReduceWarps = 2;
+constexpr int kFlowThreads = 32 * (1 + kConsumerWarps + kXWarps + kReduceWarps);
+constexpr int kPartialFloats = kConsumerWarps * kMaxBlockMTiles * 16;  // one wave's partial sums
+constexpr int kMaxParts = 4;
+constexpr int kMaxWaves = 4;
+
+enum Input : int { kSum = 0, kSiluGateUp = 1 };
+struct FlowPhase {
+  const uint8_t* units;  // consumption order
+  int m_tiles, k_tiles;
+  const float* in;  // in_parts parts of in_stride values; kSiluGateUp: gate/up's outputs
+  int64_t in_stride;
+  int in_parts;  // at most kMaxParts: the most blocks sharing an m-tile of the matrix that wrote in
+  int input;
+  float* out;  // kMaxParts parts of out_stride values
+  int64_t out_stride;
+};
+
+struct Loc {
+  int m, t;  // m-tile within the wave, k-tile
+};
+// The i-th unit of the range [first, last) of a wave's units (m-major: m·kt + t) in chunk-major order.
+__host__ __device__ inline Loc locate(int64_t first, int64_t last, int kt, int chunks, int64_t i) {
+  const int n = kt / chunks;
+  const int m_first = static_cast<int>(first / kt), t_first = static_cast<int>(first % kt);
+  const int m_last = static_cast<int>((last - 1) / kt), t_end = static_cast<int>((last - 1) % kt) + 1;
+  const bool one = m_first == m_last;
+  const int n_mid = one ? 0 : m_last - m_first - 1;
+  for (int c = 0; c < chunks; ++c) {
+    const int lo = c * n, hi = lo + n;
+    const int a_lo = t_first > lo ? t_first : lo;
+    const int a_hi = one ? (t_end < hi ? t_end : hi) : hi;
+    const int a = a_hi > a_lo ? a_hi - a_lo : 0;
+    const int b = one ? 0 : ((t_end < hi ? t_end : hi) - lo > 0 ? (t_end < hi ? t_end : hi) - lo : 0);
+    if (i < a) return {m_first, a_lo + static_cast<int>(i)};
+    i -= a;
+    if (i < static_cast<int64_t>(n_mid) * n) return {m_first + 1 + static_cast<int>(i / n), lo + static_cast<int>(i % n)};
+    i -= static_cast<int64_t>(n_mid) * n;
+    if (i < b) return {m_last, lo + static_cast<int>(i)};
+    i -= b;
+  }
+  return {-1, -1};
+}
+
+__host__ __device__ inline int64_t share_first(int64_t n, int b, int blocks) { return n * b / blocks; }
+// The block whose share of n items holds item x.
+__host__ __device__ inline int owner(int64_t x, int64_t n, int blocks) {
+  int b = static_cast<int>(x * blocks / n);
+  while (b > 0 && share_first(n, b, blocks) > x) --b;
+  while (b + 1 < blocks && share_first(n, b + 1, blocks) <= x) ++b;
+  return b;
+}
+__host__ __device__ inline int wave_m0(int m_tiles, int w, int waves) { return m_tiles * w / waves; }
+
+__device__ __forceinline__ unsigned load_acquire_shared(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(shared_addr(p)) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release_shared(unsigned* p, unsigned v) {
+  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(shared_addr(p)), "r"(v) : "memory");
+}
+__device__ __forceinline__ void xwarps_sync() {
+  asm volatile("bar.sync 2, %0;" ::"n"(32 * kXWarps) : "memory");
+}
+__device__ __forceinline__ void reducers_sync() {
+  asm volatile("bar.sync 3, %0;" ::"n"(32 * kReduceWarps) : "memory");
+}
+// Named barriers 4 + b ("partials of buffer b written") and 6 + b ("buffer b free again"), between
+// the consumers and the reduce warps.
+constexpr int kHandOff = 32 * (kConsumerWarps + kReduceWarps);
+__device__ __forceinline__ void named_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "n"(kHandOff) : "memory");
+}
+__device__ __forceinline__ void named_sync(int id) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(kHandOff) : "memory");
+}
+
+// done[p * kMaxWaves + w]: blocks done with wave w of phase p. buf_tiles: the two x buffers' sizes.
+__global__ void __launch_bounds__(kFlowThreads, 1)
+    dataflow_kernel(const FlowPhase* __restrict__ phases, int n_phases, int waves, unsigned* done, int stages,
+                    int flags, int buf0_tiles) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* ring = smem;
+  uint4* zeros = reinterpret_cast<uint4*>(ring + stages * kStageBytes);
+  uint4* bufs = zeros + G::kTileVecs;  // buffer 0 (buf0_tiles), then buffer 1 (kMaxTiles)
+  float* partials = reinterpret_cast<float*>(bufs + (buf0_tiles + kMaxTiles) * (G::kTileVecs + 4));  // two waves'
+  uint64_t* full = reinterpret_cast<uint64_t*>(partials + 2 * kPartialFloats);
+  uint64_t* empty = full + stages;
+  unsigned* x_progress = reinterpret_cast<unsigned*>(empty + stages);  // chunks converted: p·waves + c + 1
+  unsigned* c_done = x_progress + 1;                                  // phases the consumers finished
+
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) barrier_init(&full[i], 1), barrier_init(&empty[i], kConsumerWarps);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    *x_progress = 0, *c_done = 0;
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < G::kTileVecs; i += blockDim.x) zeros[i] = make_uint4(0u, 0u, 0u, 0u);
+  for (int i = static_cast<int>(threadIdx.x); i < 2 * kPartialFloats; i += blockDim.x) partials[i] = 0.0f;
+  __syncthreads();
+  const int blocks = static_cast<int>(gridDim.x), me = static_cast<int>(blockIdx.x);
+  auto buffer = [&](int p) { return p % 2 == 0 ? bufs : bufs + buf0_tiles * (G::kTileVecs + 4); };
+  auto buffer_tiles = [&](int p) { return p % 2 == 0 ? buf0_tiles : kMaxTiles; };
+
+  if (warp == 0) {  // the producer: the block's units, phase after phase, wave after wave
+    if (lane != 0) return;
+    uint64_t policy = 0;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    unsigned s = 0;
+    for (int p = 0; p < n_phases; ++p) {
+      const FlowPhase& ph = phases[p];
+      for (int w = 0; w < waves; ++w) {
+        const int m0 = wave_m0(ph.m_tiles, w, waves);
+        const int64_t units = static_cast<int64_t>(wave_m0(ph.m_tiles, w + 1, waves) - m0) * ph.k_tiles;
+        const int64_t first = share_first(units, me, blocks), last = share_first(units, me + 1, blocks);
+        const uint8_t* base = ph.units + (static_cast<int64_t>(m0) * ph.k_tiles + first) * kUnitBytes;
+        for (int64_t u = first; u < last; u += kStageUnits, ++s) {
+          const unsigned n = static_cast<unsigned>(last - u < kStageUnits ? last - u : kStageUnits);
+          const unsigned slot = s % stages;
+          barrier_wait(&empty[slot], ((s / stages) & 1) ^ 1);
+          barrier_expect(&full[slot], n * kUnitBytes);
+          bulk_copy(ring + slot * kStageBytes, base + (u - first) * kUnitBytes, n * kUnitBytes, &full[slot],
+                    flags & kEvictFirst, policy);
+        }
+      }
+    }
+    return;
+  }
+
+  const int total_waves = n_phases * waves;
+  if (warp > kConsumerWarps + kXWarps) {  // the reduce warps: each wave's rows summed, written, signalled
+    const int rtid = static_cast<int>(threadIdx.x) - 32 * (1 + kConsumerWarps + kXWarps);
+    int ws = 0;
+    for (int p = 0; p < n_phases; ++p) {
+      const FlowPhase ph = phases[p];
+      for (int w = 0; w < waves; ++w, ++ws) {
+        const int b = ws % 2;
+        float* partial = partials + b * kPartialFloats;
+        const int m0 = wave_m0(ph.m_tiles, w, waves);
+        const int64_t units = static_cast<int64_t>(wave_m0(ph.m_tiles, w + 1, waves) - m0) * ph.k_tiles;
+        const int64_t first = share_first(units, me, blocks), last = share_first(units, me + 1, blocks);
+        const int first_m = static_cast<int>(first / ph.k_tiles);
+        named_sync(4 + b);
+        const int n_m = last > first ? static_cast<int>((last - 1) / ph.k_tiles) - first_m + 1 : 0;
+        for (int i = rtid; i < n_m * 16; i += 32 * kReduceWarps) {
+          float sum = 0.0f;
+          for (int q = 0; q < kConsumerWarps; ++q) {
+            float& slot_sum = partial[(q * kMaxBlockMTiles + i / 16) * 16 + i % 16];
+            sum += slot_sum;
+            slot_sum = 0.0f;
+          }
+          const int m = first_m + i / 16;
+          const int part = me - owner(static_cast<int64_t>(m) * ph.k_tiles, units, blocks);
+          ph.out[part * ph.out_stride + static_cast<int64_t>(m0 + m) * 16 + i % 16] = sum;
+        }
+        reducers_sync();
+        if (rtid == 0) {
+          __threadfence();
+          atomicAdd(&done[p * kMaxWaves + w], 1u);
+          if (w == waves - 1) store_release_shared(c_done, static_cast<unsigned>(p + 1));
+        }
+        if (ws + 2 < total_waves) named_arrive(6 + b);
+      }
+    }
+    return;
+  }
+
+  if (warp > kConsumerWarps) {  // the x warps: each chunk of x as soon as its rows are complete
+    const int xw = warp - 1 - kConsumerWarps;
+    for (int p = 0; p < n_phases; ++p) {
+      const FlowPhase ph = phases[p];
+      if (p >= 2) {  // the buffer's previous phase must be consumed
+        if (lane == 0)
+          while (load_acquire_shared(c_done) < static_cast<unsigned>(p - 1)) {
+          }
+        __syncwarp();
+      }
+      uint4* bvec = buffer(p);
+      float4* info = reinterpret_cast<float4*>(bvec + buffer_tiles(p) * G::kTileVecs);
+      const int n = ph.k_tiles / waves;
+      for (int c = 0; c < waves; ++c) {
+        if (p > 0 && !(flags & kNoWaits)) {
+          if (lane == 0)
+            while (load_acquire(&done[(p - 1) * kMaxWaves + c]) < static_cast<unsigned>(blocks)) {
+            }
+          __syncwarp();
+        }
+        for (int t = c * n + xw; t < (c + 1) * n; t += kXWarps) {
+          const int64_t u = static_cast<int64_t>(t) * 32 + lane;
+          float v[8];
+          if (ph.input == kSum) {
+            float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b = a;
+#pragma unroll
+            for (int q = 0; q < kMaxParts; ++q) {
+              if (q >= ph.in_parts) break;
+              const float4* src = reinterpret_cast<const float4*>(ph.in + q * ph.in_stride + 8 * u);
+              const float4 x0 = __ldcg(src), x1 = __ldcg(src + 1);
+              a.x += x0.x, a.y += x0.y, a.z += x0.z, a.w += x0.w, b.x += x1.x, b.y += x1.y, b.z += x1.z, b.w += x1.w;
+            }
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+          } else {  // gate/up's wave c holds the gate rows then the up rows of inputs [c·E, (c+1)·E)
+            const int64_t e = static_cast<int64_t>(ph.k_tiles) * G::kTileK / waves, k = 8 * u;
+            const int64_t gate_row = (k / e) * 2 * e + k % e, up_row = gate_row + e;
+            float gt[8] = {}, up[8] = {};
+#pragma unroll
+            for (int q = 0; q < kMaxParts; ++q)
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                if (q >= ph.in_parts) break;
+                const float4 a = __ldcg(reinterpret_cast<const float4*>(ph.in + q * ph.in_stride + gate_row) + half);
+                const float4 b = __ldcg(reinterpret_cast<const float4*>(ph.in + q * ph.in_stride + up_row) + half);
+                gt[4 * half] += a.x, gt[4 * half + 1] += a.y, gt[4 * half + 2] += a.z, gt[4 * half + 3] += a.w;
+                up[4 * half] += b.x, up[4 * half + 1] += b.y, up[4 * half + 2] += b.z, up[4 * half + 3] += b.w;
+              }
+#pragma unroll
+            for (int i = 0; i < 8; ++i) v[i] = gt[i] / (1.0f + expf(-gt[i])) * up[i];
+          }
+          gm::store_converted<4, 1>(v, u, true, bvec, info);
+        }
+        xwarps_sync();
+        if (xw == 0 && lane == 0) store_release_shared(x_progress, static_cast<unsigned>(p * waves + c + 1));
+      }
+    }
+    return;
+  }
+
+  const int cw = warp - 1;
+  const int g = lane / 4, c4 = lane % 4;
+  const bool b_active = (g / 2) == c4;
+  const int b_lane = c4 * 2 + g % 2;
+  unsigned s = 0, x_seen = 0;
+  int ws = 0;
+  for (int p = 0; p < n_phases; ++p) {
+    const FlowPhase ph = phases[p];
+    const uint4* bvec = buffer(p);
+    const float4* info = reinterpret_cast<const float4*>(bvec + buffer_tiles(p) * G::kTileVecs);
+    const int n = ph.k_tiles / waves;
+    for (int w = 0; w < waves; ++w, ++ws) {
+      const int m0 = wave_m0(ph.m_tiles, w, waves);
+      const int64_t units = static_cast<int64_t>(wave_m0(ph.m_tiles, w + 1, waves) - m0) * ph.k_tiles;
+      const int64_t first = share_first(units, me, blocks), last = share_first(units, me + 1, blocks);
+      const int first_m = static_cast<int>(first / ph.k_tiles);
+      const int b = ws % 2;
+      float* partial = partials + b * kPartialFloats;
+      if (ws >= 2) named_sync(6 + b);  // the reduce warps are done with this buffer's wave ws - 2
+      float acc[2] = {0.0f, 0.0f};
+      int m_cur = -1;
+      auto flush = [&] {
+        if (m_cur < 0) return;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float r = acc[h];
+          r += __shfl_xor_sync(0xffffffffu, r, 1);
+          r += __shfl_xor_sync(0xffffffffu, r, 2);
+          if (c4 == 0) partial[(cw * kMaxBlockMTiles + (m_cur - first_m)) * 16 + g + 8 * h] += r;
+        }
+        acc[0] = acc[1] = 0.0f;
+      };
+      for (int64_t u = first; u < last; u += kStageUnits, ++s) {
+        const unsigned slot = s % stages;
+        barrier_wait(&full[slot], (s / stages) & 1);
+        if (u + cw < last) {
+          const Loc loc = locate(first, last, ph.k_tiles, waves, u - first + cw);
+          const unsigned need = static_cast<unsigned>(p * waves + loc.t / n + 1);
+          if (need > x_seen) {
+            unsigned v = load_acquire_shared(x_progress);
+            while (v < need) v = load_acquire_shared(x_progress);
+            x_seen = v;
+          }
+          if (loc.m != m_cur) flush(), m_cur = loc.m;
+          const uint8_t* unit = ring + slot * kStageBytes + cw * kUnitBytes;
+          const uint4* cu = reinterpret_cast<const uint4*>(unit);
+          uint4 code[2][2];
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) code[h][half] = cu[(h * 2 + half) * 32 + lane];
+          const uint2 meta = reinterpret_cast<const uint2*>(unit + kCodeBytes)[lane];
+          const float4 run = info[loc.t * 4 + c4];
+          int d1[4] = {}, d2[4] = {};
+          gm::tile_dot<4>(code, b_active ? bvec + loc.t * G::kTileVecs + b_lane : zeros, 0, G::kSteps, d1, d2);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const float scale = __uint_as_float(h == 0 ? meta.x << 16 : meta.x & 0xFFFF0000u);
+            const float bias = __uint_as_float(h == 0 ? meta.y << 16 : meta.y & 0xFFFF0000u);
+            acc[h] += gm::row_dot(d1, d2, h) * (scale * run.x) + bias * run.y;
+          }
+        }
+        __syncwarp();
+        if (lane == 0) barrier_arrive(&empty[slot]);
+      }
+      flush();
+      named_arrive(4 + b);  // the reduce warps take the wave's rows from here
+    }
+  }
+}
+
 // Random codes; BF16 scales in [1e-3, 3e-3) and biases in [-0.01, 0.01).
 __global__ void fill_units(uint8_t* w, int64_t units, uint32_t seed) {
   const int64_t words = units * (kUnitBytes / 4);
@@ -370,6 +691,191 @@ size_t shared_bytes(int stages) {
          kConsumerWarps * kMaxBlockMTiles * 16 * 4 + 2 * static_cast<size_t>(stages) * 8;
 }
 
+size_t flow_shared_bytes(int stages, int buf0_tiles) {
+  return static_cast<size_t>(stages) * kStageBytes + G::kTileVecs * 16 +
+         static_cast<size_t>(buf0_tiles + kMaxTiles) * (G::kTileVecs + 4) * 16 +
+         2 * kPartialFloats * 4 + 2 * static_cast<size_t>(stages) * 8 + 8;
+}
+
+// The dataflow form over the chain's matrices (its kConvert phases dropped: the down projection's x
+// warps form SiLU(gate) ⊙ up themselves): checked for each wave count, then timed.
+template <typename Timed>
+bool dataflow(int sms, cudaStream_t st, Timed& timed, float* h, float* proj, float* o, float* gu,
+              const std::vector<Phase>& chain) {
+  constexpr int64_t kHidden = 4096, kProj = 12352, kGateUp = 24576;
+  // An attention layer's input projections write a buffer of their own, so that no part of a
+  // row is left over from a GDN layer's different split.
+  float* proj_attn = device_alloc<float>(kMaxParts * kProj);
+  std::vector<FlowPhase> phases;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const Phase& c = chain[i];
+    if (c.kind != kMatmul) continue;
+    const int role = static_cast<int>(phases.size() % 4);  // in_proj, out, gate/up, down
+    const bool attn = role == 0 ? c.m_tiles * 16 != kProj : role == 1 && phases.back().out == proj_attn;
+    float* in = role == 0 ? h : role == 1 ? (attn ? proj_attn : proj) : role == 2 ? o : gu;
+    float* out = role == 0 ? (attn ? proj_attn : proj) : role == 1 ? o : role == 2 ? gu : h;
+    const int64_t in_stride = role == 0 ? kHidden : role == 1 ? kProj : role == 2 ? kHidden : kGateUp;
+    const int64_t out_stride = role == 0 ? kProj : role == 1 ? kHidden : role == 2 ? kGateUp : kHidden;
+    phases.push_back(
+        {c.units, c.m_tiles, c.k_tiles, in, in_stride, kMaxParts, role == 3 ? kSiluGateUp : kSum, out, out_stride});
+  }
+  int buf0_tiles = 0;
+  for (size_t p = 0; p < phases.size(); p += 2) buf0_tiles = std::max(buf0_tiles, phases[p].k_tiles);
+  // The limits: a wave's share touches at most kMaxBlockMTiles m-tiles, an m-tile at most kMaxParts
+  // blocks, and the chunks of K line up with the previous matrix's waves (checked below by the
+  // outputs too).
+  auto fits = [&](int waves) {
+    for (const FlowPhase& ph : phases) {
+      if (ph.k_tiles % waves != 0 || ph.m_tiles % waves != 0) return false;
+      for (int w = 0; w < waves; ++w) {
+        const int64_t units = static_cast<int64_t>(ph.m_tiles / waves) * ph.k_tiles;
+        for (int b = 0; b < sms; ++b) {
+          const int64_t first = share_first(units, b, sms), last = share_first(units, b + 1, sms);
+          if (last <= first) return false;
+          if ((last - 1) / ph.k_tiles - first / ph.k_tiles + 1 > kMaxBlockMTiles) return false;
+          for (int64_t m = first / ph.k_tiles; m <= (last - 1) / ph.k_tiles; ++m)
+            if (b - owner(m * ph.k_tiles, units, sms) >= kMaxParts) return false;
+        }
+      }
+    }
+    return true;
+  };
+  // The parts a matrix's readers add: the most blocks sharing one of its m-tiles.
+  auto parts = [&](const FlowPhase& ph, int waves) {
+    int most = 1;
+    for (int w = 0; w < waves; ++w) {
+      const int64_t units = static_cast<int64_t>(ph.m_tiles / waves) * ph.k_tiles;
+      for (int b = 0; b < sms; ++b) {
+        const int64_t first = share_first(units, b, sms), last = share_first(units, b + 1, sms);
+        for (int64_t m = first / ph.k_tiles; m <= (last - 1) / ph.k_tiles; ++m)
+          most = std::max(most, b - owner(m * ph.k_tiles, units, sms) + 1);
+      }
+    }
+    return most;
+  };
+  FlowPhase* d_phases = device_alloc<FlowPhase>(phases.size());
+  auto configure = [&](int waves) {
+    for (size_t p = 0; p < phases.size(); ++p)
+      phases[p].in_parts = parts(phases[p == 0 ? phases.size() - 1 : p - 1], waves);
+    STRATA_CUDA_CHECK(
+        cudaMemcpy(d_phases, phases.data(), phases.size() * sizeof(FlowPhase), cudaMemcpyHostToDevice));
+  };
+  unsigned* done = device_alloc<unsigned>(phases.size() * kMaxWaves);
+  STRATA_CUDA_CHECK(cudaFuncSetAttribute(dataflow_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(flow_shared_bytes(3, buf0_tiles))));
+  auto run = [&](int n, int waves, int stages, int flags) {
+    STRATA_CUDA_CHECK(cudaMemsetAsync(done, 0, phases.size() * kMaxWaves * 4, st));
+    dataflow_kernel<<<sms, kFlowThreads, flow_shared_bytes(stages, buf0_tiles), st>>>(d_phases, n, waves, done,
+                                                                                     stages, flags, buf0_tiles);
+    STRATA_CUDA_CHECK(cudaGetLastError());
+  };
+  auto parts_sum = [](const std::vector<float>& v, int64_t stride, int64_t r) {
+    float s = 0.0f;
+    for (int q = 0; q < kMaxParts; ++q) s += v[q * stride + r];
+    return s;
+  };
+
+  std::printf("\nThe dataflow form: each matrix's rows in W waves, K consumed chunk by chunk as the previous "
+              "matrix's waves complete, x converted by %d warps of its own a matrix ahead (%d threads a block)\n\n",
+              kXWarps, kFlowThreads);
+  bool ok = true;
+  std::vector<int> wave_counts;
+  for (int waves : {1, 2, 4}) {
+    if (!fits(waves)) {
+      std::printf("W = %d: the matrices do not split into %d waves over %d SMs within this kernel's limits\n",
+                  waves, waves, sms);
+      continue;
+    }
+    wave_counts.push_back(waves);
+    configure(waves);
+    STRATA_CUDA_CHECK(cudaMemset(h, 0, kMaxParts * kHidden * 4));
+    STRATA_CUDA_CHECK(cudaMemset(proj, 0, kMaxParts * kProj * 4));
+    STRATA_CUDA_CHECK(cudaMemset(o, 0, kMaxParts * kHidden * 4));
+    STRATA_CUDA_CHECK(cudaMemset(gu, 0, kMaxParts * kGateUp * 4));
+    {
+      std::vector<float> x(kHidden);
+      for (int64_t i = 0; i < kHidden; ++i) x[i] = 0.01f * static_cast<float>(i % 37) - 0.18f;
+      STRATA_CUDA_CHECK(cudaMemcpy(h, x.data(), kHidden * 4, cudaMemcpyHostToDevice));
+    }
+    for (int n = 1; n <= 4; ++n) {
+      const FlowPhase& ph = phases[n - 1];
+      run(n - 1, waves, 2, 0);
+      STRATA_CUDA_CHECK(cudaStreamSynchronize(st));
+      const int64_t k_len = static_cast<int64_t>(ph.k_tiles) * G::kTileK;
+      std::vector<float> x(k_len);
+      const std::vector<float> in = download(ph.in, static_cast<size_t>(kMaxParts * ph.in_stride));
+      if (ph.input == kSiluGateUp) {
+        const int64_t e = k_len / waves;
+        for (int64_t k = 0; k < k_len; ++k) {
+          const int64_t gate_row = (k / e) * 2 * e + k % e;
+          const float gate = parts_sum(in, ph.in_stride, gate_row), up = parts_sum(in, ph.in_stride, gate_row + e);
+          x[k] = gate / (1.0f + std::exp(-gate)) * up;
+        }
+      } else {
+        for (int64_t k = 0; k < k_len; ++k) x[k] = parts_sum(in, ph.in_stride, k);
+      }
+      run(n, waves, 2, 0);
+      STRATA_CUDA_CHECK(cudaStreamSynchronize(st));
+      // The units back in (m-tile, k-tile) order for the reference.
+      const int64_t total = static_cast<int64_t>(ph.m_tiles) * ph.k_tiles;
+      const std::vector<uint8_t> laid = download(ph.units, static_cast<size_t>(total * kUnitBytes));
+      std::vector<uint8_t> natural(laid.size());
+      std::vector<char> seen(total, 0);
+      for (int w = 0; w < waves; ++w) {
+        const int m0 = wave_m0(ph.m_tiles, w, waves);
+        const int64_t units = static_cast<int64_t>(wave_m0(ph.m_tiles, w + 1, waves) - m0) * ph.k_tiles;
+        for (int b = 0; b < sms; ++b) {
+          const int64_t first = share_first(units, b, sms), last = share_first(units, b + 1, sms);
+          for (int64_t i = 0; i < last - first; ++i) {
+            const Loc loc = locate(first, last, ph.k_tiles, waves, i);
+            const int64_t nat = static_cast<int64_t>(m0 + loc.m) * ph.k_tiles + loc.t;
+            seen[nat] += 1;
+            std::memcpy(natural.data() + nat * kUnitBytes,
+                        laid.data() + (static_cast<int64_t>(m0) * ph.k_tiles + first + i) * kUnitBytes, kUnitBytes);
+          }
+        }
+      }
+      if (std::count(seen.begin(), seen.end(), 1) != total) {
+        std::printf("check: W = %d, matrix %d: the layout does not cover every unit once\n", waves, n - 1);
+        ok = false;
+        continue;
+      }
+      const std::vector<float> y = download(ph.out, static_cast<size_t>(kMaxParts * ph.out_stride));
+      const std::vector<double> ref = reference(natural, ph.m_tiles, ph.k_tiles, x);
+      double worst = 0, largest = 0;
+      for (size_t r = 0; r < ref.size(); ++r) {
+        largest = std::max(largest, std::fabs(ref[r]));
+        worst = std::max(worst, std::fabs(static_cast<double>(parts_sum(y, ph.out_stride, static_cast<int64_t>(r))) - ref[r]));
+      }
+      std::printf("check: W = %d, matrix %d (%zu rows, K %lld, input in %d parts): max |error| %.3g, max |y| %.3g\n",
+                  waves, n - 1, ref.size(), static_cast<long long>(k_len), ph.in_parts, worst, largest);
+      if (!(worst <= 1e-4 * largest)) ok = false;
+    }
+  }
+  if (!ok) {
+    std::printf("check FAILED\n");
+    return false;
+  }
+  std::printf("\n| variant (mean of 20) | ring stages | ms | GB/s | %% of peak |\n|---|---|---|---|---|\n");
+  for (int waves : wave_counts)
+    for (int flags : {static_cast<int>(kNoWaits | kEvictFirst), static_cast<int>(kEvictFirst)})
+      for (int stages : {2, 3}) {
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        configure(waves);
+        STRATA_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        run(static_cast<int>(phases.size()), waves, stages, flags);
+        STRATA_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+        STRATA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        const std::string name = "dataflow, W = " + std::to_string(waves) +
+                                 (flags & kNoWaits ? ", timing only: no waits" : ", every dependency waited for");
+        timed(name, stages, [&] { STRATA_CUDA_CHECK(cudaGraphLaunch(exec, st)); });
+        STRATA_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        STRATA_CUDA_CHECK(cudaGraphDestroy(graph));
+      }
+  return true;
+}
+
 }  // namespace
 
 int main(int, char** argv) {
@@ -390,10 +896,11 @@ int main(int, char** argv) {
 
   // Activations: two parts per value. h feeds the input projections; proj, o and gu are outputs.
   constexpr int64_t kHidden = 4096, kProj = 12352, kGateUp = 24576;
-  float* h = device_alloc<float>(2 * kHidden);
-  float* proj = device_alloc<float>(2 * kProj);
-  float* o = device_alloc<float>(2 * kHidden);
-  float* gu = device_alloc<float>(2 * kGateUp);
+  // kMaxParts parts are allocated for the dataflow form; the chain uses the first two.
+  float* h = device_alloc<float>(kMaxParts * kHidden);
+  float* proj = device_alloc<float>(kMaxParts * kProj);
+  float* o = device_alloc<float>(kMaxParts * kHidden);
+  float* gu = device_alloc<float>(kMaxParts * kGateUp);
   uint4* converted = device_alloc<uint4>(kMaxTiles * (G::kTileVecs + 4));
   {
     std::vector<float> x(kHidden);
@@ -494,7 +1001,7 @@ int main(int, char** argv) {
   std::printf("weights: %.3f GB in %zu matrices (%d layers, no lm_head), repacked in tile order\n\n", bytes / 1e9,
               mats.size(), kLayers);
   std::printf("| variant (mean of 20) | ring stages | ms | GB/s | %% of peak |\n|---|---|---|---|---|\n");
-  auto timed = [&](const char* name, int stages, auto&& body) {
+  auto timed = [&](const std::string& name, int stages, auto&& body) {
     cudaEvent_t a, z;
     STRATA_CUDA_CHECK(cudaEventCreate(&a));
     STRATA_CUDA_CHECK(cudaEventCreate(&z));
@@ -508,7 +1015,7 @@ int main(int, char** argv) {
     STRATA_CUDA_CHECK(cudaEventElapsedTime(&ms, a, z));
     ms /= kReps;
     const double rate = bytes / (ms / 1e3);
-    std::printf("| %s | %s | %.3f | %.0f | %.0f%% |\n", name, stages > 0 ? std::to_string(stages).c_str() : "",
+    std::printf("| %s | %s | %.3f | %.0f | %.0f%% |\n", name.c_str(), stages > 0 ? std::to_string(stages).c_str() : "",
                 ms, rate / 1e9, 100.0 * rate / peak);
     STRATA_CUDA_CHECK(cudaEventDestroy(a));
     STRATA_CUDA_CHECK(cudaEventDestroy(z));
@@ -545,5 +1052,5 @@ int main(int, char** argv) {
       STRATA_CUDA_CHECK(cudaGraphExecDestroy(exec));
       STRATA_CUDA_CHECK(cudaGraphDestroy(graph));
     }
-  return 0;
+  return dataflow(sms, st, timed, h, proj, o, gu, phases) ? 0 : 1;
 }
