@@ -119,6 +119,43 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   return v;
 }
 
+// The producer's copy of the kernel's stage s (n units from src) into its ring slot, once the
+// consumers have freed the slot.
+__device__ __forceinline__ void fill_stage(uint8_t* ring, uint64_t* full, uint64_t* empty, unsigned s, int stages,
+                                           const uint8_t* src, unsigned n, bool evict_first, uint64_t policy) {
+  const unsigned slot = s % stages;
+  barrier_wait(&empty[slot], ((s / stages) & 1) ^ 1);
+  barrier_expect(&full[slot], n * kUnitBytes);
+  bulk_copy(ring + slot * kStageBytes, src, n * kUnitBytes, &full[slot], evict_first, policy);
+}
+
+// One unit in the ring (16 rows × 256 weights) times x's tile: bp holds this lane's B vectors (or
+// zeros), run its run's info. Adds the lane's share of rows g and g + 8 to acc.
+__device__ __forceinline__ void unit_dot(const uint8_t* unit, const uint4* bp, float4 run, int lane,
+                                         float (&acc)[2]) {
+  const uint4* cu = reinterpret_cast<const uint4*>(unit);
+  uint4 code[2][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) code[h][half] = cu[(h * 2 + half) * 32 + lane];
+  const uint2 meta = reinterpret_cast<const uint2*>(unit + kCodeBytes)[lane];
+  int d1[4] = {}, d2[4] = {};
+  gm::tile_dot<4>(code, bp, 0, G::kSteps, d1, d2);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float scale = __uint_as_float(h == 0 ? meta.x << 16 : meta.x & 0xFFFF0000u);
+    const float bias = __uint_as_float(h == 0 ? meta.y << 16 : meta.y & 0xFFFF0000u);
+    acc[h] += gm::row_dot(d1, d2, h) * (scale * run.x) + bias * run.y;
+  }
+}
+
+// A row's sum over the four lanes (c = 0..3) that hold its parts.
+__device__ __forceinline__ float row_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
 // A block's equal share [first, last) of n items.
 struct Share {
   int64_t first, last;
@@ -157,11 +194,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const Share sh = share(static_cast<int64_t>(ph.m_tiles) * ph.k_tiles);
       for (int64_t u = sh.first; u < sh.last; u += kStageUnits, ++s) {
         const unsigned n = static_cast<unsigned>(sh.last - u < kStageUnits ? sh.last - u : kStageUnits);
-        const unsigned slot = s % stages;
-        barrier_wait(&empty[slot], ((s / stages) & 1) ^ 1);
-        barrier_expect(&full[slot], n * kUnitBytes);
-        bulk_copy(ring + slot * kStageBytes, ph.units + u * kUnitBytes, n * kUnitBytes, &full[slot],
-                  flags & kEvictFirst, policy);
+        fill_stage(ring, full, empty, s, stages, ph.units + u * kUnitBytes, n, flags & kEvictFirst, policy);
       }
     }
     return;
@@ -225,9 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (m_cur < 0) return;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float r = acc[h];
-          r += __shfl_xor_sync(0xffffffffu, r, 1);
-          r += __shfl_xor_sync(0xffffffffu, r, 2);
+          const float r = row_sum(acc[h]);
           if (c == 0) partial[(cw * kMaxBlockMTiles + (m_cur - first_m)) * 16 + g + 8 * h] = r;
         }
         acc[0] = acc[1] = 0.0f;
@@ -239,23 +270,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (mine < sh.last) {
           const int m = static_cast<int>(mine / ph.k_tiles), t = static_cast<int>(mine % ph.k_tiles);
           if (m != m_cur) flush(), m_cur = m;
-          const uint8_t* unit = ring + slot * kStageBytes + cw * kUnitBytes;
-          const uint4* cu = reinterpret_cast<const uint4*>(unit);
-          uint4 code[2][2];
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) code[h][half] = cu[(h * 2 + half) * 32 + lane];
-          const uint2 meta = reinterpret_cast<const uint2*>(unit + kCodeBytes)[lane];
-          const float4 run = info[t * 4 + c];
-          int d1[4] = {}, d2[4] = {};
-          gm::tile_dot<4>(code, b_active ? bvec + t * G::kTileVecs + b_lane : zeros, 0, G::kSteps, d1, d2);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const float scale = __uint_as_float(h == 0 ? meta.x << 16 : meta.x & 0xFFFF0000u);
-            const float bias = __uint_as_float(h == 0 ? meta.y << 16 : meta.y & 0xFFFF0000u);
-            acc[h] += gm::row_dot(d1, d2, h) * (scale * run.x) + bias * run.y;
-          }
+          unit_dot(ring + slot * kStageBytes + cw * kUnitBytes, b_active ? bvec + t * G::kTileVecs + b_lane : zeros,
+                   info[t * 4 + c], lane, acc);
         }
         __syncwarp();
         if (lane == 0) barrier_arrive(&empty[slot]);
@@ -420,11 +436,7 @@ __global__ void __launch_bounds__(kFlowThreads, 1)
         const uint8_t* base = ph.units + (static_cast<int64_t>(m0) * ph.k_tiles + first) * kUnitBytes;
         for (int64_t u = first; u < last; u += kStageUnits, ++s) {
           const unsigned n = static_cast<unsigned>(last - u < kStageUnits ? last - u : kStageUnits);
-          const unsigned slot = s % stages;
-          barrier_wait(&empty[slot], ((s / stages) & 1) ^ 1);
-          barrier_expect(&full[slot], n * kUnitBytes);
-          bulk_copy(ring + slot * kStageBytes, base + (u - first) * kUnitBytes, n * kUnitBytes, &full[slot],
-                    flags & kEvictFirst, policy);
+          fill_stage(ring, full, empty, s, stages, base + (u - first) * kUnitBytes, n, flags & kEvictFirst, policy);
         }
       }
     }
@@ -553,9 +565,7 @@ __global__ void __launch_bounds__(kFlowThreads, 1)
         if (m_cur < 0) return;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float r = acc[h];
-          r += __shfl_xor_sync(0xffffffffu, r, 1);
-          r += __shfl_xor_sync(0xffffffffu, r, 2);
+          const float r = row_sum(acc[h]);
           if (c4 == 0) partial[(cw * kMaxBlockMTiles + (m_cur - first_m)) * 16 + g + 8 * h] += r;
         }
         acc[0] = acc[1] = 0.0f;
@@ -572,23 +582,8 @@ __global__ void __launch_bounds__(kFlowThreads, 1)
             x_seen = v;
           }
           if (loc.m != m_cur) flush(), m_cur = loc.m;
-          const uint8_t* unit = ring + slot * kStageBytes + cw * kUnitBytes;
-          const uint4* cu = reinterpret_cast<const uint4*>(unit);
-          uint4 code[2][2];
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) code[h][half] = cu[(h * 2 + half) * 32 + lane];
-          const uint2 meta = reinterpret_cast<const uint2*>(unit + kCodeBytes)[lane];
-          const float4 run = info[loc.t * 4 + c4];
-          int d1[4] = {}, d2[4] = {};
-          gm::tile_dot<4>(code, b_active ? bvec + loc.t * G::kTileVecs + b_lane : zeros, 0, G::kSteps, d1, d2);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const float scale = __uint_as_float(h == 0 ? meta.x << 16 : meta.x & 0xFFFF0000u);
-            const float bias = __uint_as_float(h == 0 ? meta.y << 16 : meta.y & 0xFFFF0000u);
-            acc[h] += gm::row_dot(d1, d2, h) * (scale * run.x) + bias * run.y;
-          }
+          unit_dot(ring + slot * kStageBytes + cw * kUnitBytes,
+                   b_active ? bvec + loc.t * G::kTileVecs + b_lane : zeros, info[loc.t * 4 + c4], lane, acc);
         }
         __syncwarp();
         if (lane == 0) barrier_arrive(&empty[slot]);
