@@ -694,8 +694,8 @@ size_t flow_shared_bytes(int stages, int buf0_tiles) {
 
 // The dataflow form over the chain's matrices (its kConvert phases dropped: the down projection's x
 // warps form SiLU(gate) ⊙ up themselves): checked for each wave count, then timed.
-template <typename Timed>
-bool dataflow(int sms, cudaStream_t st, Timed& timed, float* h, float* proj, float* o, float* gu,
+template <typename TimedGraph>
+bool dataflow(int sms, cudaStream_t st, TimedGraph& timed_graph, float* h, float* proj, float* o, float* gu,
               const std::vector<Phase>& chain) {
   constexpr int64_t kHidden = 4096, kProj = 12352, kGateUp = 24576;
   // An attention layer's input projections write a buffer of their own, so that no part of a
@@ -855,18 +855,10 @@ bool dataflow(int sms, cudaStream_t st, Timed& timed, float* h, float* proj, flo
   for (int waves : wave_counts)
     for (int flags : {static_cast<int>(kNoWaits | kEvictFirst), static_cast<int>(kEvictFirst)})
       for (int stages : {2, 3}) {
-        cudaGraph_t graph;
-        cudaGraphExec_t exec;
         configure(waves);
-        STRATA_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        run(static_cast<int>(phases.size()), waves, stages, flags);
-        STRATA_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-        STRATA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
         const std::string name = "dataflow, W = " + std::to_string(waves) +
                                  (flags & kNoWaits ? ", timing only: no waits" : ", every dependency waited for");
-        timed(name, stages, [&] { STRATA_CUDA_CHECK(cudaGraphLaunch(exec, st)); });
-        STRATA_CUDA_CHECK(cudaGraphExecDestroy(exec));
-        STRATA_CUDA_CHECK(cudaGraphDestroy(graph));
+        timed_graph(name, stages, [&] { run(static_cast<int>(phases.size()), waves, stages, flags); });
       }
   return true;
 }
@@ -1015,6 +1007,18 @@ int main(int, char** argv) {
     STRATA_CUDA_CHECK(cudaEventDestroy(a));
     STRATA_CUDA_CHECK(cudaEventDestroy(z));
   };
+  // body's launches captured once as a CUDA graph, timed as replays of it.
+  auto timed_graph = [&](const std::string& name, int stages, auto&& body) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    STRATA_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    body();
+    STRATA_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    STRATA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    timed(name, stages, [&] { STRATA_CUDA_CHECK(cudaGraphLaunch(exec, st)); });
+    STRATA_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    STRATA_CUDA_CHECK(cudaGraphDestroy(graph));
+  };
 
   {
     const uint8_t** d_mats = device_alloc<const uint8_t*>(mats.size());
@@ -1036,16 +1040,7 @@ int main(int, char** argv) {
       {"the chain, every dependency waited for", 0},
       {"the chain, weights copied with an L2 evict_first hint", kEvictFirst}};
   for (const Variant& v : variants)
-    for (int stages : {2, 4}) {
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      STRATA_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      run(static_cast<int>(phases.size()), stages, v.flags);
-      STRATA_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-      STRATA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      timed(v.name, stages, [&] { STRATA_CUDA_CHECK(cudaGraphLaunch(exec, st)); });
-      STRATA_CUDA_CHECK(cudaGraphExecDestroy(exec));
-      STRATA_CUDA_CHECK(cudaGraphDestroy(graph));
-    }
-  return dataflow(sms, st, timed, h, proj, o, gu, phases) ? 0 : 1;
+    for (int stages : {2, 4})
+      timed_graph(v.name, stages, [&] { run(static_cast<int>(phases.size()), stages, v.flags); });
+  return dataflow(sms, st, timed_graph, h, proj, o, gu, phases) ? 0 : 1;
 }
