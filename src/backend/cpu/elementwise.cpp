@@ -99,12 +99,14 @@ void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out) {
   struct Candidate {
     float v;
     int32_t id;
+    float w;     // e^(v − max v)
+    uint64_t W;  // its integer weight
   };
   std::vector<Candidate> c;
   c.reserve(static_cast<size_t>(V));
   for (int64_t i = 0; i < V; ++i)
     if (!std::isnan(row[i]) && row[i] != -std::numeric_limits<float>::infinity())
-      c.push_back({row[i] / draw.temperature, static_cast<int32_t>(i)});
+      c.push_back({row[i] / draw.temperature, static_cast<int32_t>(i), 0.0f, 0});
   int32_t& token = out.as<int32_t>()[0];
   token = -1;
   if (c.empty()) return;
@@ -112,25 +114,24 @@ void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out) {
     return row_draw::order_key(a.v, a.id) > row_draw::order_key(b.v, b.id);
   });
   const float max_v = c.front().v;
-  auto w = [&](size_t i) { return row_draw::weight(c[i].v, max_v); };
-  auto W = [&](size_t i) { return row_draw::fixed_weight(w(i)); };
+  for (Candidate& e : c) e.w = row_draw::weight(e.v, max_v), e.W = row_draw::fixed_weight(e.w);
   auto mass = [&](size_t n) {
     uint64_t m = 0;
-    for (size_t i = 0; i < n; ++i) m += W(i);
+    for (size_t i = 0; i < n; ++i) m += c[i].W;
     return m;
   };
   // The first i + 1 candidates are the shortest prefix whose running ΣW reaches target.
   auto reaching = [&](size_t n, uint64_t target) {
     uint64_t run = 0;
     for (size_t i = 0; i < n; ++i)
-      if ((run += W(i)) >= target) return i + 1;
+      if ((run += c[i].W) >= target) return i + 1;
     return n;
   };
   size_t n = c.size();
   if (draw.top_k > 0 && static_cast<size_t>(draw.top_k) < n) n = static_cast<size_t>(draw.top_k);
   if (draw.top_p < 1.0f) n = reaching(n, row_draw::reach_target(draw.top_p, mass(n)));
   if (draw.min_p > 0.0f)
-    while (n > 1 && w(n - 1) < draw.min_p) --n;
+    while (n > 1 && c[n - 1].w < draw.min_p) --n;
   const uint64_t target = row_draw::reach_target(draw.u, mass(n));
   c.resize(n);
   std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
