@@ -28,6 +28,9 @@
 // - no waits: the per-matrix conversion and reduction but no dependency (timing only);
 // - the chain: every dependency honoured.
 // Before timing, the first five matrices' outputs are checked against a host reference.
+// The same table times the launched form (below): one launch a matrix of a ring kernel small enough
+// that two fit an SM, with PDL, released on entry or after its wait, optionally prefetching the
+// stages past its ring into L2; its first five matrices are checked as the chain's are.
 // A second table times the dataflow form (below) with W = 1, 2 and 4 waves a matrix, with and
 // without its waits, after checking one layer's four matrices for each W.
 #include <cuda_runtime.h>
@@ -164,6 +167,96 @@ __device__ __forceinline__ Share share(int64_t n) {
   return {n * blockIdx.x / gridDim.x, n * (blockIdx.x + 1) / gridDim.x};
 }
 
+// A phase's kConvert work: tiles first, first + step, ... below last of SiLU(gate) ⊙ up (both read
+// as two parts), converted into B vectors and run info; a warp a tile.
+__device__ __forceinline__ void convert_gate_up(const Phase& ph, int64_t first, int64_t last, int step, int lane) {
+  float4* info = reinterpret_cast<float4*>(ph.convert_out + ph.k_tiles * G::kTileVecs);
+  for (int64_t t = first; t < last; t += step) {
+    const int64_t u = t * 32 + lane;
+    float v[8];
+    for (int i = 0; i < 8; ++i) {
+      const int64_t k = 8 * u + i;
+      const float gt = __ldcg(ph.gate + k) + __ldcg(ph.gate + ph.in_stride + k);
+      const float up = __ldcg(ph.in + k) + __ldcg(ph.in + ph.in_stride + k);
+      v[i] = gt / (1.0f + expf(-gt)) * up;
+    }
+    gm::store_converted<4, 1>(v, u, true, ph.convert_out, info);
+  }
+}
+
+// A matrix's x into shared memory by `warps` consumer warps (cw the caller's): copied when it was
+// converted by a kConvert phase, else converted from its two parts.
+__device__ __forceinline__ void load_x(const Phase& ph, int cw, int warps, int lane, uint4* bvec, float4* info) {
+  if (ph.converted != nullptr) {
+    const int n = ph.k_tiles * (G::kTileVecs + 4);
+    for (int i = cw * 32 + lane; i < n; i += 32 * warps) bvec[i] = __ldcg(ph.converted + i);
+    return;
+  }
+  for (int t = cw; t < ph.k_tiles; t += warps) {
+    const int64_t u = t * 32 + lane;
+    const float4* p0 = reinterpret_cast<const float4*>(ph.in + 8 * u);
+    const float4* p1 = reinterpret_cast<const float4*>(ph.in + ph.in_stride + 8 * u);
+    const float4 a0 = __ldcg(p0), a1 = __ldcg(p0 + 1), b0 = __ldcg(p1), b1 = __ldcg(p1 + 1);
+    const float v[8] = {a0.x + b0.x, a0.y + b0.y, a0.z + b0.z, a0.w + b0.w,
+                        a1.x + b1.x, a1.y + b1.y, a1.z + b1.z, a1.w + b1.w};
+    gm::store_converted<4, 1>(v, u, true, bvec, info);
+  }
+}
+
+// The block's rows of a matrix (share [first, last) of its units) from the `warps` consumer warps'
+// partial sums ([warp][m-tile][row]), summed in a fixed order; a row of an m-tile split between
+// two blocks is written as part 0 (the block holding its first unit) or part 1.
+__device__ __forceinline__ void write_rows(const Phase& ph, int64_t first, int64_t last, const float* partial,
+                                           int warps, int ctid) {
+  const int first_m = static_cast<int>(first / ph.k_tiles);
+  const int n_m = last > first ? static_cast<int>((last - 1) / ph.k_tiles) - first_m + 1 : 0;
+  for (int i = ctid; i < n_m * 16; i += 32 * warps) {
+    float sum = 0.0f;
+    for (int w = 0; w < warps; ++w) sum += partial[(w * kMaxBlockMTiles + i / 16) * 16 + i % 16];
+    const int64_t m = first_m + i / 16;
+    const int part = m * ph.k_tiles >= first ? 0 : 1;
+    ph.out[part * ph.out_stride + m * 16 + i % 16] = sum;
+  }
+}
+
+// A consumer warp's part of one matrix (the block's share sh of its units): its unit of each ring
+// stage, from the kernel's stage s on (s advances past them), times x, with the warp's partial rows
+// written to partial ([warp][m-tile][row]). A stage holds one unit for each of `warps` consumers.
+__device__ __forceinline__ void consume_share(const Phase& ph, Share sh, int warps, const uint8_t* ring,
+                                              uint64_t* full, uint64_t* empty, int stages, unsigned& s,
+                                              const uint4* bvec, const float4* info, const uint4* zeros,
+                                              float* partial, int cw, int lane) {
+  const int g = lane / 4, c = lane % 4;
+  const bool b_active = (g / 2) == c;  // as in gemv_tc.cu
+  const int b_lane = c * 2 + g % 2;
+  const int first_m = static_cast<int>(sh.first / ph.k_tiles);
+  float acc[2] = {0.0f, 0.0f};
+  int m_cur = -1;
+  auto flush = [&] {  // the warp's sums of rows g and g+8 of m-tile m_cur
+    if (m_cur < 0) return;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float r = row_sum(acc[h]);
+      if (c == 0) partial[(cw * kMaxBlockMTiles + (m_cur - first_m)) * 16 + g + 8 * h] = r;
+    }
+    acc[0] = acc[1] = 0.0f;
+  };
+  for (int64_t u = sh.first; u < sh.last; u += warps, ++s) {
+    const unsigned slot = s % stages;
+    barrier_wait(&full[slot], (s / stages) & 1);
+    const int64_t mine = u + cw;
+    if (mine < sh.last) {
+      const int m = static_cast<int>(mine / ph.k_tiles), t = static_cast<int>(mine % ph.k_tiles);
+      if (m != m_cur) flush(), m_cur = m;
+      unit_dot(ring + slot * warps * kUnitBytes + cw * kUnitBytes, b_active ? bvec + t * G::kTileVecs + b_lane : zeros,
+               info[t * 4 + c], lane, acc);
+    }
+    __syncwarp();
+    if (lane == 0) barrier_arrive(&empty[slot]);
+  }
+  flush();
+}
+
 __global__ void __launch_bounds__(kThreads, 1)
     stream_chain_kernel(const Phase* __restrict__ phases, int n_phases, unsigned* done, int stages, int flags) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -201,9 +294,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   const int cw = warp - 1, ctid = static_cast<int>(threadIdx.x) - 32;
-  const int g = lane / 4, c = lane % 4;
-  const bool b_active = (g / 2) == c;  // as in gemv_tc.cu
-  const int b_lane = c * 2 + g % 2;
   const bool bare = flags & kBare;
   unsigned s = 0;
   for (int p = 0; p < n_phases; ++p) {
@@ -217,76 +307,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     if (ph.kind == kConvert) {  // each block converts its share of the tiles, a warp per tile
       const Share sh = share(ph.k_tiles);
-      float4* info = reinterpret_cast<float4*>(ph.convert_out + ph.k_tiles * G::kTileVecs);
-      for (int64_t t = sh.first + cw; t < sh.last; t += kConsumerWarps) {
-        const int64_t u = t * 32 + lane;
-        float v[8];
-        for (int i = 0; i < 8; ++i) {
-          const int64_t k = 8 * u + i;
-          const float gt = __ldcg(ph.gate + k) + __ldcg(ph.gate + ph.in_stride + k);
-          const float up = __ldcg(ph.in + k) + __ldcg(ph.in + ph.in_stride + k);
-          v[i] = gt / (1.0f + expf(-gt)) * up;
-        }
-        gm::store_converted<4, 1>(v, u, true, ph.convert_out, info);
-      }
+      convert_gate_up(ph, sh.first + cw, sh.last, kConsumerWarps, lane);
     } else {
       float4* info = reinterpret_cast<float4*>(bvec + ph.k_tiles * G::kTileVecs);
       if (!bare) {
-        if (ph.converted != nullptr) {
-          const int n = ph.k_tiles * (G::kTileVecs + 4);
-          for (int i = ctid; i < n; i += 32 * kConsumerWarps) bvec[i] = __ldcg(ph.converted + i);
-        } else {
-          for (int t = cw; t < ph.k_tiles; t += kConsumerWarps) {
-            const int64_t u = t * 32 + lane;
-            const float4* p0 = reinterpret_cast<const float4*>(ph.in + 8 * u);
-            const float4* p1 = reinterpret_cast<const float4*>(ph.in + ph.in_stride + 8 * u);
-            const float4 a0 = __ldcg(p0), a1 = __ldcg(p0 + 1), b0 = __ldcg(p1), b1 = __ldcg(p1 + 1);
-            const float v[8] = {a0.x + b0.x, a0.y + b0.y, a0.z + b0.z, a0.w + b0.w,
-                                a1.x + b1.x, a1.y + b1.y, a1.z + b1.z, a1.w + b1.w};
-            gm::store_converted<4, 1>(v, u, true, bvec, info);
-          }
-        }
+        load_x(ph, cw, kConsumerWarps, lane, bvec, info);
         for (int i = ctid; i < kConsumerWarps * kMaxBlockMTiles * 16; i += 32 * kConsumerWarps) partial[i] = 0.0f;
         consumers_sync();
       }
 
       const Share sh = share(static_cast<int64_t>(ph.m_tiles) * ph.k_tiles);
-      const int first_m = static_cast<int>(sh.first / ph.k_tiles);
-      float acc[2] = {0.0f, 0.0f};
-      int m_cur = -1;
-      auto flush = [&] {  // the warp's sums of rows g and g+8 of m-tile m_cur
-        if (m_cur < 0) return;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float r = row_sum(acc[h]);
-          if (c == 0) partial[(cw * kMaxBlockMTiles + (m_cur - first_m)) * 16 + g + 8 * h] = r;
-        }
-        acc[0] = acc[1] = 0.0f;
-      };
-      for (int64_t u = sh.first; u < sh.last; u += kStageUnits, ++s) {
-        const unsigned slot = s % stages;
-        barrier_wait(&full[slot], (s / stages) & 1);
-        const int64_t mine = u + cw;
-        if (mine < sh.last) {
-          const int m = static_cast<int>(mine / ph.k_tiles), t = static_cast<int>(mine % ph.k_tiles);
-          if (m != m_cur) flush(), m_cur = m;
-          unit_dot(ring + slot * kStageBytes + cw * kUnitBytes, b_active ? bvec + t * G::kTileVecs + b_lane : zeros,
-                   info[t * 4 + c], lane, acc);
-        }
-        __syncwarp();
-        if (lane == 0) barrier_arrive(&empty[slot]);
-      }
-      flush();
+      consume_share(ph, sh, kConsumerWarps, ring, full, empty, stages, s, bvec, info, zeros, partial, cw, lane);
       if (bare) continue;
       consumers_sync();
-      const int n_m = sh.last > sh.first ? static_cast<int>((sh.last - 1) / ph.k_tiles) - first_m + 1 : 0;
-      for (int i = ctid; i < n_m * 16; i += 32 * kConsumerWarps) {
-        float sum = 0.0f;
-        for (int w = 0; w < kConsumerWarps; ++w) sum += partial[(w * kMaxBlockMTiles + i / 16) * 16 + i % 16];
-        const int64_t m = first_m + i / 16;
-        const int part = m * ph.k_tiles >= sh.first ? 0 : 1;  // part 1: the block holding the m-tile's end
-        ph.out[part * ph.out_stride + m * 16 + i % 16] = sum;
-      }
+      write_rows(ph, sh.first, sh.last, partial, kConsumerWarps, ctid);
     }
     consumers_sync();
     if (ctid == 0) {
@@ -294,6 +328,102 @@ __global__ void __launch_bounds__(kThreads, 1)
       atomicAdd(&done[p], 1u);
     }
   }
+}
+
+// ---- The launched form ----
+// The chain above pays about 2.3 µs a dependency on its counters; the launches of bench_cuda_chain
+// pay about as much at each matmul's ramp and tail, because their blocks fill the SM's registers, so
+// a matmul's blocks become resident only as the previous one's leave. Here each matrix is ONE
+// LAUNCH of a ring kernel small enough that two fit an SM (kLaunchConsumers consumer warps and a
+// producer, at most 113 registers, 82 KB of shared memory at K = 4096 and 117 KB at 12288, so that
+// any two but a pair of down projections fit): released on entry (griddepcontrol.launch_dependents
+// first), the next matrix's block sits beside this one from the start and fills its ring while this
+// one streams, and its consumers wait on the hardware's dependency (griddepcontrol.wait), which the
+// ninth session measured at about 1 µs a kernel under streaming load, instead of a counter.
+// The SiLU(gate) ⊙ up conversion is a launch of its own, as in the decode step.
+constexpr int kLaunchConsumers = 8;
+constexpr int kLaunchThreads = 32 * (kLaunchConsumers + 1);
+constexpr int kLaunchStageBytes = kLaunchConsumers * kUnitBytes;  // one unit per consumer warp
+
+// kPrefetchMask: the stages past the ring prefetched into L2, in units of kPrefetchUnit.
+enum LaunchFlags : int { kReleaseAfterWait = 8, kPrefetchUnit = 16, kPrefetchMask = 16 * 63 };
+
+__device__ __forceinline__ void launch_consumers_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(32 * kLaunchConsumers) : "memory");
+}
+
+size_t launched_shared_bytes(const Phase& ph, int stages) {
+  if (ph.kind == kConvert) return 0;
+  return static_cast<size_t>(stages) * kLaunchStageBytes + G::kTileVecs * 16 +
+         static_cast<size_t>(ph.k_tiles) * (G::kTileVecs + 4) * 16 + kLaunchConsumers * kMaxBlockMTiles * 16 * 4 +
+         2 * static_cast<size_t>(stages) * 8;
+}
+
+__global__ void __launch_bounds__(kLaunchThreads, 2) launched_kernel(const Phase ph, int stages, int flags) {
+  if (!(flags & kReleaseAfterWait)) asm volatile("griddepcontrol.launch_dependents;");
+  auto wait_inputs = [&] {
+    if (!(flags & kNoWaits)) asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (flags & kReleaseAfterWait) asm volatile("griddepcontrol.launch_dependents;");
+  };
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  if (ph.kind == kConvert) {  // each block converts its share of the tiles, a warp per tile
+    wait_inputs();
+    const Share sh = share(ph.k_tiles);
+    convert_gate_up(ph, sh.first + warp, sh.last, kLaunchThreads / 32, lane);
+    return;
+  }
+
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* ring = smem;
+  uint4* zeros = reinterpret_cast<uint4*>(ring + stages * kLaunchStageBytes);
+  uint4* bvec = zeros + G::kTileVecs;
+  float4* info = reinterpret_cast<float4*>(bvec + ph.k_tiles * G::kTileVecs);
+  float* partial = reinterpret_cast<float*>(info + ph.k_tiles * 4);  // [warp][m-tile][row]
+  uint64_t* full = reinterpret_cast<uint64_t*>(partial + kLaunchConsumers * kMaxBlockMTiles * 16);
+  uint64_t* empty = full + stages;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) barrier_init(&full[i], 1), barrier_init(&empty[i], kLaunchConsumers);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < G::kTileVecs; i += blockDim.x) zeros[i] = make_uint4(0u, 0u, 0u, 0u);
+  __syncthreads();
+
+  const Share sh = share(static_cast<int64_t>(ph.m_tiles) * ph.k_tiles);
+  if (warp == 0) {  // the producer: weights never depend on the kernels before
+    if (lane != 0) return;
+    // With stages to prefetch in flags (kPrefetchMask), the producer also asks L2 for that many
+    // stages past its ring as they come into reach, so that memory stays busy while the consumers
+    // wait.
+    const int64_t ahead = static_cast<int64_t>(flags & kPrefetchMask) / kPrefetchUnit * kLaunchConsumers;
+    int64_t prefetched = sh.first + static_cast<int64_t>(stages) * kLaunchConsumers;
+    unsigned s = 0;
+    for (int64_t u = sh.first; u < sh.last; u += kLaunchConsumers, ++s) {
+      for (; prefetched < sh.last && prefetched < u + static_cast<int64_t>(stages) * kLaunchConsumers + ahead;
+           prefetched += kLaunchConsumers) {
+        const int64_t n = sh.last - prefetched < kLaunchConsumers ? sh.last - prefetched : kLaunchConsumers;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ph.units + prefetched * kUnitBytes),
+                     "r"(static_cast<unsigned>(n * kUnitBytes))
+                     : "memory");
+      }
+      const unsigned n = static_cast<unsigned>(sh.last - u < kLaunchConsumers ? sh.last - u : kLaunchConsumers);
+      const unsigned slot = s % stages;
+      barrier_wait(&empty[slot], ((s / stages) & 1) ^ 1);
+      barrier_expect(&full[slot], n * kUnitBytes);
+      bulk_copy(ring + slot * kLaunchStageBytes, ph.units + u * kUnitBytes, n * kUnitBytes, &full[slot], false, 0);
+    }
+    return;
+  }
+
+  const int cw = warp - 1, ctid = static_cast<int>(threadIdx.x) - 32;
+  wait_inputs();
+  load_x(ph, cw, kLaunchConsumers, lane, bvec, info);
+  for (int i = ctid; i < kLaunchConsumers * kMaxBlockMTiles * 16; i += 32 * kLaunchConsumers) partial[i] = 0.0f;
+  launch_consumers_sync();
+
+  unsigned s = 0;
+  consume_share(ph, sh, kLaunchConsumers, ring, full, empty, stages, s, bvec, info, zeros, partial, cw, lane);
+  launch_consumers_sync();
+  write_rows(ph, sh.first, sh.last, partial, kLaunchConsumers, ctid);
 }
 
 // ---- The dataflow form ----
@@ -889,11 +1019,13 @@ int main(int, char** argv) {
   float* o = device_alloc<float>(kMaxParts * kHidden);
   float* gu = device_alloc<float>(kMaxParts * kGateUp);
   uint4* converted = device_alloc<uint4>(kMaxTiles * (G::kTileVecs + 4));
-  {
-    std::vector<float> x(kHidden);
+  // h's starting values (a layer of random weights shrinks them: each check starts from these).
+  auto reset_h = [&] {
+    std::vector<float> x(2 * kHidden, 0.0f);
     for (int64_t i = 0; i < kHidden; ++i) x[i] = 0.01f * static_cast<float>(i % 37) - 0.18f;
-    STRATA_CUDA_CHECK(cudaMemcpy(h, x.data(), kHidden * 4, cudaMemcpyHostToDevice));
-  }
+    STRATA_CUDA_CHECK(cudaMemcpy(h, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  };
+  reset_h();
 
   std::vector<Phase> phases;
   std::vector<const uint8_t*> mats;
@@ -944,39 +1076,72 @@ int main(int, char** argv) {
   };
   STRATA_CUDA_CHECK(cudaStreamSynchronize(st));
 
-  // The first five phases (one layer), each from the GPU's own input, against the host.
-  bool ok = true;
-  for (int n = 1; n <= 5; ++n) {
-    const Phase& ph = phases[n - 1];
-    if (ph.kind != kMatmul) continue;
-    run(n - 1, 4, 0);
-    STRATA_CUDA_CHECK(cudaStreamSynchronize(st));
-    std::vector<float> x(static_cast<size_t>(ph.k_tiles) * G::kTileK);
-    if (ph.converted != nullptr) {  // SiLU(gate) ⊙ up from gate/up's parts
-      const std::vector<float> parts = download(gu, 2 * kGateUp);
-      for (int64_t k = 0; k < kGateUp / 2; ++k) {
-        const float gate = parts[k] + parts[kGateUp + k], up = parts[kGateUp / 2 + k] + parts[kGateUp * 3 / 2 + k];
-        x[k] = gate / (1.0f + std::exp(-gate)) * up;
-      }
-    } else {
-      const std::vector<float> parts = download(ph.in, static_cast<size_t>(2 * ph.in_stride));
-      for (size_t k = 0; k < x.size(); ++k) x[k] = parts[k] + parts[ph.in_stride + k];
+  // The launched form: phases [0, n) one launch each, with PDL.
+  const size_t launched_max_smem = launched_shared_bytes(phases[4], 3);  // the down projection's is the largest
+  STRATA_CUDA_CHECK(cudaFuncSetAttribute(launched_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(launched_max_smem)));
+  auto run_launched = [&](int n, int stages, int flags) {
+    for (int p = 0; p < n; ++p) {
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute.val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(static_cast<unsigned>(sms));
+      config.blockDim = dim3(kLaunchThreads);
+      config.dynamicSmemBytes = launched_shared_bytes(phases[static_cast<size_t>(p)], stages);
+      config.stream = st;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      STRATA_CUDA_CHECK(cudaLaunchKernelEx(&config, launched_kernel, phases[static_cast<size_t>(p)], stages, flags));
     }
-    run(n, 4, 0);
-    STRATA_CUDA_CHECK(cudaStreamSynchronize(st));
-    const std::vector<uint8_t> w =
-        download(ph.units, static_cast<size_t>(ph.m_tiles) * ph.k_tiles * kUnitBytes);
-    const std::vector<float> y = download(ph.out, static_cast<size_t>(2 * ph.out_stride));
-    const std::vector<double> ref = reference(w, ph.m_tiles, ph.k_tiles, x);
-    double worst = 0, largest = 0;
-    for (size_t r = 0; r < ref.size(); ++r) {
-      largest = std::max(largest, std::fabs(ref[r]));
-      worst = std::max(worst, std::fabs(static_cast<double>(y[r]) + y[ph.out_stride + r] - ref[r]));
-    }
-    std::printf("check: matrix %d (%zu rows, K %d): max |error| %.3g, max |y| %.3g\n", n - 1, ref.size(),
-                ph.k_tiles * G::kTileK, worst, largest);
-    if (!(worst <= 1e-4 * largest)) ok = false;
+  };
+  {
+    int per_sm = 0;
+    STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, launched_kernel, kLaunchThreads,
+                                                                    launched_max_smem));
+    std::printf("launched form: %zu bytes of shared memory at most, %d such blocks fit an SM\n", launched_max_smem,
+                per_sm);
   }
+
+  // The first five phases (one layer), each from the GPU's own input, against the host; for both
+  // forms.
+  bool ok = true;
+  auto check = [&](const char* form, auto&& run_n) {
+    reset_h();
+    for (int n = 1; n <= 5; ++n) {
+      const Phase& ph = phases[n - 1];
+      if (ph.kind != kMatmul) continue;
+      run_n(n - 1);
+      STRATA_CUDA_CHECK(cudaStreamSynchronize(st));
+      std::vector<float> x(static_cast<size_t>(ph.k_tiles) * G::kTileK);
+      if (ph.converted != nullptr) {  // SiLU(gate) ⊙ up from gate/up's parts
+        const std::vector<float> parts = download(gu, 2 * kGateUp);
+        for (int64_t k = 0; k < kGateUp / 2; ++k) {
+          const float gate = parts[k] + parts[kGateUp + k], up = parts[kGateUp / 2 + k] + parts[kGateUp * 3 / 2 + k];
+          x[k] = gate / (1.0f + std::exp(-gate)) * up;
+        }
+      } else {
+        const std::vector<float> parts = download(ph.in, static_cast<size_t>(2 * ph.in_stride));
+        for (size_t k = 0; k < x.size(); ++k) x[k] = parts[k] + parts[ph.in_stride + k];
+      }
+      run_n(n);
+      STRATA_CUDA_CHECK(cudaStreamSynchronize(st));
+      const std::vector<uint8_t> w =
+          download(ph.units, static_cast<size_t>(ph.m_tiles) * ph.k_tiles * kUnitBytes);
+      const std::vector<float> y = download(ph.out, static_cast<size_t>(2 * ph.out_stride));
+      const std::vector<double> ref = reference(w, ph.m_tiles, ph.k_tiles, x);
+      double worst = 0, largest = 0;
+      for (size_t r = 0; r < ref.size(); ++r) {
+        largest = std::max(largest, std::fabs(ref[r]));
+        worst = std::max(worst, std::fabs(static_cast<double>(y[r]) + y[ph.out_stride + r] - ref[r]));
+      }
+      std::printf("check: %s, matrix %d (%zu rows, K %d): max |error| %.3g, max |y| %.3g\n", form, n - 1, ref.size(),
+                  ph.k_tiles * G::kTileK, worst, largest);
+      if (!(worst <= 1e-4 * largest)) ok = false;
+    }
+  };
+  check("counter chain", [&](int n) { run(n, 4, 0); });
+  check("launched", [&](int n) { run_launched(n, 3, 0); });
   if (!ok) {
     std::printf("check FAILED\n");
     return 1;
@@ -1042,5 +1207,15 @@ int main(int, char** argv) {
   for (const Variant& v : variants)
     for (int stages : {2, 4})
       timed_graph(v.name, stages, [&] { run(static_cast<int>(phases.size()), stages, v.flags); });
+  const Variant launched_variants[] = {
+      {"launched: a launch a matrix, released on entry, every dependency waited for", 0},
+      {"launched: released after the wait (no block of the next launch beside it)", kReleaseAfterWait},
+      {"launched: released on entry, 4 stages past the ring prefetched into L2", 4 * kPrefetchUnit},
+      {"launched: released on entry, 16 stages past the ring prefetched into L2", 16 * kPrefetchUnit},
+      {"launched: released on entry, 48 stages past the ring prefetched into L2", 48 * kPrefetchUnit},
+      {"launched, timing only: released on entry, no waits", kNoWaits}};
+  for (const Variant& v : launched_variants)
+    for (int stages : {2, 3})
+      timed_graph(v.name, stages, [&] { run_launched(static_cast<int>(phases.size()), stages, v.flags); });
   return dataflow(sms, st, timed_graph, h, proj, o, gu, phases) ? 0 : 1;
 }

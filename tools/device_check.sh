@@ -111,7 +111,7 @@ if [[ $stages == *bench* ]]; then
   fi
   if [ -x build-gpu/bench/bench_cuda_stream_chain ]; then
     ./build-gpu/bench/bench_cuda_stream_chain > "$out/bench_stream_chain.md" 2>&1 || status=1
-    { echo "## Decode matmuls as one persistent kernel"; echo; cat "$out/bench_stream_chain.md"; echo; } >> "$report"
+    { echo "## Decode matmuls: persistent kernels, and launches of a ring kernel"; echo; cat "$out/bench_stream_chain.md"; echo; } >> "$report"
   fi
 fi
 exit $status
