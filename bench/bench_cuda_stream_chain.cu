@@ -122,14 +122,34 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   return v;
 }
 
+// An L2 cache policy that marks the lines a copy brings in as the first to evict.
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy = 0;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// The ring's start, by thread 0 of the block: each slot's `full` barrier (the producer's one arrival
+// and the copy's bytes) and `empty` barrier (one arrival per consumer warp), made visible to the
+// copies; and by every thread, the tile of zero B vectors. The caller synchronizes the block.
+__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, int stages, unsigned consumers,
+                                          uint4* zeros) {
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) barrier_init(&full[i], 1), barrier_init(&empty[i], consumers);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < G::kTileVecs; i += blockDim.x) zeros[i] = make_uint4(0u, 0u, 0u, 0u);
+}
+
 // The producer's copy of the kernel's stage s (n units from src) into its ring slot, once the
-// consumers have freed the slot.
+// consumers have freed the slot; a slot holds stage_units units.
 __device__ __forceinline__ void fill_stage(uint8_t* ring, uint64_t* full, uint64_t* empty, unsigned s, int stages,
-                                           const uint8_t* src, unsigned n, bool evict_first, uint64_t policy) {
+                                           const uint8_t* src, unsigned n, bool evict_first, uint64_t policy,
+                                           int stage_units = kStageUnits) {
   const unsigned slot = s % stages;
   barrier_wait(&empty[slot], ((s / stages) & 1) ^ 1);
   barrier_expect(&full[slot], n * kUnitBytes);
-  bulk_copy(ring + slot * kStageBytes, src, n * kUnitBytes, &full[slot], evict_first, policy);
+  bulk_copy(ring + slot * stage_units * kUnitBytes, src, n * kUnitBytes, &full[slot], evict_first, policy);
 }
 
 // One unit in the ring (16 rows × 256 weights) times x's tile: bp holds this lane's B vectors (or
@@ -268,18 +288,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* empty = full + stages;
 
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < stages; ++i) barrier_init(&full[i], 1), barrier_init(&empty[i], kConsumerWarps);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  for (int i = static_cast<int>(threadIdx.x); i < G::kTileVecs; i += blockDim.x) zeros[i] = make_uint4(0u, 0u, 0u, 0u);
+  init_ring(full, empty, stages, kConsumerWarps, zeros);
   __syncthreads();
 
   // Stage s of the kernel sits in slot s % stages; its barriers' phase is (s / stages) & 1.
   if (warp == 0) {
     if (lane != 0) return;
-    uint64_t policy = 0;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    const uint64_t policy = evict_first_policy();
     unsigned s = 0;
     for (int p = 0; p < n_phases; ++p) {
       const Phase& ph = phases[p];
@@ -381,11 +396,7 @@ __global__ void __launch_bounds__(kLaunchThreads, 2) launched_kernel(const Phase
   float* partial = reinterpret_cast<float*>(info + ph.k_tiles * 4);  // [warp][m-tile][row]
   uint64_t* full = reinterpret_cast<uint64_t*>(partial + kLaunchConsumers * kMaxBlockMTiles * 16);
   uint64_t* empty = full + stages;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < stages; ++i) barrier_init(&full[i], 1), barrier_init(&empty[i], kLaunchConsumers);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  for (int i = static_cast<int>(threadIdx.x); i < G::kTileVecs; i += blockDim.x) zeros[i] = make_uint4(0u, 0u, 0u, 0u);
+  init_ring(full, empty, stages, kLaunchConsumers, zeros);
   __syncthreads();
 
   const Share sh = share(static_cast<int64_t>(ph.m_tiles) * ph.k_tiles);
@@ -406,10 +417,7 @@ __global__ void __launch_bounds__(kLaunchThreads, 2) launched_kernel(const Phase
                      : "memory");
       }
       const unsigned n = static_cast<unsigned>(sh.last - u < kLaunchConsumers ? sh.last - u : kLaunchConsumers);
-      const unsigned slot = s % stages;
-      barrier_wait(&empty[slot], ((s / stages) & 1) ^ 1);
-      barrier_expect(&full[slot], n * kUnitBytes);
-      bulk_copy(ring + slot * kLaunchStageBytes, ph.units + u * kUnitBytes, n * kUnitBytes, &full[slot], false, 0);
+      fill_stage(ring, full, empty, s, stages, ph.units + u * kUnitBytes, n, false, 0, kLaunchConsumers);
     }
     return;
   }
@@ -540,12 +548,8 @@ __global__ void __launch_bounds__(kFlowThreads, 1)
   unsigned* c_done = x_progress + 1;                                  // phases the consumers finished
 
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < stages; ++i) barrier_init(&full[i], 1), barrier_init(&empty[i], kConsumerWarps);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    *x_progress = 0, *c_done = 0;
-  }
-  for (int i = static_cast<int>(threadIdx.x); i < G::kTileVecs; i += blockDim.x) zeros[i] = make_uint4(0u, 0u, 0u, 0u);
+  init_ring(full, empty, stages, kConsumerWarps, zeros);
+  if (threadIdx.x == 0) *x_progress = 0, *c_done = 0;
   for (int i = static_cast<int>(threadIdx.x); i < 2 * kPartialFloats; i += blockDim.x) partials[i] = 0.0f;
   __syncthreads();
   const int blocks = static_cast<int>(gridDim.x), me = static_cast<int>(blockIdx.x);
@@ -554,8 +558,7 @@ __global__ void __launch_bounds__(kFlowThreads, 1)
 
   if (warp == 0) {  // the producer: the block's units, phase after phase, wave after wave
     if (lane != 0) return;
-    uint64_t policy = 0;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    const uint64_t policy = evict_first_policy();
     unsigned s = 0;
     for (int p = 0; p < n_phases; ++p) {
       const FlowPhase& ph = phases[p];
