@@ -117,6 +117,31 @@ void synchronize(Device device) {
 #endif
 }
 
+Readback::Readback(Device device) : device_(device) {
+#ifdef STRATA_HAVE_CUDA
+  if (device == Device::kCuda) impl_ = std::make_shared<cuda::HostReadback>(kMaxBytes);
+#endif
+}
+
+void Readback::start(const Tensor& src) {
+  check(src.nbytes() <= kMaxBytes && src.device == device_, ErrorKind::kInternal,
+        "Readback: {} bytes on {}", src.nbytes(), device_label(src.device));
+#ifdef STRATA_HAVE_CUDA
+  if (device_ == Device::kCuda) {
+    static_cast<cuda::HostReadback*>(impl_.get())->start(src.data, src.nbytes());
+    return;
+  }
+#endif
+  std::memcpy(host_, src.data, src.nbytes());
+}
+
+const void* Readback::wait() {
+#ifdef STRATA_HAVE_CUDA
+  if (device_ == Device::kCuda) return static_cast<cuda::HostReadback*>(impl_.get())->wait();
+#endif
+  return host_;
+}
+
 HostTensor to_host(const Tensor& t) {
   HostTensor out(t.dtype, t.shape);
   copy(t, out.view());

@@ -57,6 +57,23 @@ void copy_to_host(const Tensor& src, void* dst);
 // Waits for all queued work on the device.
 void synchronize(Device device);
 
+// A small tensor (at most kMaxBytes) read back to the host behind the device's queued work,
+// without waiting for it: start() queues the copy and returns at once, wait() blocks until the
+// bytes have arrived and returns them (valid until the next start). On the CPU the copy is done
+// by start(). One copy in flight per Readback.
+class Readback {
+ public:
+  static constexpr size_t kMaxBytes = 64;
+  explicit Readback(Device device);
+  void start(const Tensor& src);
+  const void* wait();
+
+ private:
+  Device device_;
+  std::shared_ptr<void> impl_;  // the CUDA backend's page-locked slot and event
+  alignas(8) unsigned char host_[kMaxBytes] = {};
+};
+
 // A host copy of any tensor (downloaded when it lives on a GPU).
 HostTensor to_host(const Tensor& t);
 

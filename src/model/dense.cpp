@@ -61,13 +61,19 @@ class DenseModel final : public Model {
   }
 
   void forward(std::span<const int32_t> tokens, ModelState& state, const Tensor& logits, bool all_logits) override {
-    if (config_.rope.type == "dynamic")
-      rope_ = make_rope_params(config_, state.n_tokens + static_cast<int64_t>(tokens.size()));
+    run(tokens, state, logits, all_logits);
+  }
+  void forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits) override {
+    run(StepTokens::on_device(token), state, logits, false);
+  }
+
+ private:
+  void run(const StepTokens& tokens, ModelState& state, const Tensor& logits, bool all_logits) {
+    if (config_.rope.type == "dynamic") rope_ = make_rope_params(config_, state.n_tokens + tokens.count());
     runner_.run(tokens, state, config_.vocab_size, logits, all_logits,
                 [&](const Step& step) { body(step, state, all_logits); });
   }
 
- private:
   void body(const Step& step, ModelState& state, bool all_logits) {
     const int64_t T = step.tokens, D = config_.head_dim, H = config_.hidden_size, I = config_.intermediate_size;
     const int64_t Hq = config_.num_heads, Hkv = config_.num_kv_heads;

@@ -14,6 +14,13 @@
 
 namespace strata::model {
 
+void Model::forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits) {
+  check(token.dtype == DType::kI32 && token.numel() == 1, ErrorKind::kInternal, "forward: a device token must be one I32");
+  int32_t id = 0;
+  backend::copy_to_host(token, &id);
+  forward(std::span<const int32_t>(&id, 1), state, logits, false);
+}
+
 namespace {
 
 namespace fs = std::filesystem;

@@ -61,6 +61,11 @@ class Model {
   // copies its result there).
   virtual void forward(std::span<const int32_t> tokens, ModelState& state, const Tensor& logits,
                        bool all_logits) = 0;
+  // forward() of one token whose id lies in memory (an I32 [1] tensor on any device, such as the
+  // token a GPU just picked), read where it lies, so that the step can be queued before the host
+  // knows the id. The id is not checked on the host: one outside the vocabulary embeds as zeros.
+  // This default reads the id back first (and so waits for it); the families override it.
+  virtual void forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits);
 
  protected:
   Model() = default;

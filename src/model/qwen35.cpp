@@ -111,13 +111,20 @@ class Qwen35Model final : public Model {
   ModelState new_state(int64_t capacity) const override { return make_hybrid_state(config_, capacity, device_); }
 
   void forward(std::span<const int32_t> tokens, ModelState& state, const Tensor& logits, bool all_logits) override {
+    run(tokens, state, logits, all_logits);
+  }
+  void forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits) override {
+    run(StepTokens::on_device(token), state, logits, false);
+  }
+
+ private:
+  void run(const StepTokens& tokens, ModelState& state, const Tensor& logits, bool all_logits) {
     check(state.buffers.size() == state_buffers_, ErrorKind::kInvalidInput,
           "the state has {} buffers; this model needs {}", state.buffers.size(), state_buffers_);
     runner_.run(tokens, state, config_.vocab_size, logits, all_logits,
                 [&](const Step& step) { body(step, state, all_logits); });
   }
 
- private:
   void body(const Step& step, ModelState& state, bool all_logits) {
     const int64_t T = step.tokens, H = config_.hidden_size;
     Tensor x = s_.get(kX, {T, H}), h = s_.get(kH, {T, H}), proj = s_.get(kProj, {T, H});

@@ -39,9 +39,9 @@ StepRunner::StepRunner(Device device, bool graphs)
       scratch_(device),
       io_(device) {}
 
-Step StepRunner::prepare(std::span<const int32_t> tokens, const ModelState& state, int64_t vocab,
-                         const Tensor& logits, bool all_logits) {
-  const int64_t T = static_cast<int64_t>(tokens.size());
+Step StepRunner::prepare(const StepTokens& tokens, const ModelState& state, int64_t vocab, const Tensor& logits,
+                         bool all_logits) {
+  const int64_t T = tokens.count();
   check(T > 0, ErrorKind::kInvalidInput, "forward needs at least one token");
   const int64_t start = state.n_tokens;
   check(start + T <= state.capacity, ErrorKind::kInvalidInput,
@@ -49,9 +49,13 @@ Step StepRunner::prepare(std::span<const int32_t> tokens, const ModelState& stat
         state.capacity);
   check(logits.numel() == (all_logits ? T * vocab : vocab), ErrorKind::kInternal,
         "forward: logits shape {}", logits.shape.str());
-  for (int32_t id : tokens)
+  // A device id is not read here (that would wait for the work queued before it); the embedding
+  // ops turn an id outside the vocabulary into a zero row rather than read out of bounds.
+  for (int32_t id : tokens.host)
     check(id >= 0 && id < vocab, ErrorKind::kInvalidInput,
           "token id {} is outside the vocabulary (size {})", id, vocab);
+  check(tokens.device.empty() || (tokens.device.dtype == DType::kI32 && tokens.device.numel() == 1),
+        ErrorKind::kInternal, "forward: a device token must be one I32");
   for (const StateBuffer& b : state.buffers)
     check(b.tensor.device() == device_, ErrorKind::kInvalidInput,
           "the state lives on {}, the model on {}", backend::device_label(b.tensor.device()),
@@ -62,12 +66,17 @@ Step StepRunner::prepare(std::span<const int32_t> tokens, const ModelState& stat
   s.kv_bound = std::min(state.capacity, (start + T + kKvBucket - 1) / kKvBucket * kKvBucket);
   const Tensor inputs = io_.get(kInputs, {2, T}, DType::kI32);
   staging_.resize(static_cast<size_t>(2 * T));
-  std::memcpy(staging_.data(), tokens.data(), static_cast<size_t>(T) * sizeof(int32_t));
+  if (tokens.device.empty()) {
+    std::memcpy(staging_.data(), tokens.host.data(), static_cast<size_t>(T) * sizeof(int32_t));
+  } else {
+    staging_[0] = 0;  // replaced below by the device's id
+  }
   for (int64_t t = 0; t < T; ++t)
     staging_[static_cast<size_t>(T + t)] = static_cast<int32_t>(start + t);
   backend::copy_from_host(staging_.data(), inputs);
   s.ids = inputs.rows(0, 1).reshaped({T});
   s.positions = inputs.rows(1, 2).reshaped({T});
+  if (!tokens.device.empty()) backend::copy(tokens.device.reshaped({1}), s.ids);
   s.logits = io_.get(kLogits, {all_logits ? T : 1, vocab});
   return s;
 }

@@ -30,6 +30,22 @@ class Scratch {
   uint64_t generation_ = 0;
 };
 
+// The tokens of one forward call: ids on the host, or a single id already in device memory (an I32
+// [1] tensor on any device, e.g. the token a GPU just picked), which the step reads where it lies
+// so that it can be queued before the host knows it.
+struct StepTokens {
+  StepTokens(std::span<const int32_t> ids) : host(ids) {}  // NOLINT: implicit by design
+  static StepTokens on_device(const Tensor& id) {
+    StepTokens t({});
+    t.device = id;
+    return t;
+  }
+  int64_t count() const { return device.empty() ? static_cast<int64_t>(host.size()) : 1; }
+
+  std::span<const int32_t> host;
+  Tensor device;  // when not empty: the one token's id
+};
+
 // One forward call as the family's body sees it.
 struct Step {
   int64_t start = 0;     // position of the first token
@@ -51,8 +67,8 @@ class StepRunner {
   // Checks the call, stages the inputs, runs body(step) eagerly or as a graph replay, copies the
   // logits out and advances state.n_tokens.
   template <typename Body>
-  void run(std::span<const int32_t> tokens, ModelState& state, int64_t vocab, const Tensor& logits,
-           bool all_logits, Body&& body) {
+  void run(const StepTokens& tokens, ModelState& state, int64_t vocab, const Tensor& logits, bool all_logits,
+           Body&& body) {
     const Step step = prepare(tokens, state, vocab, logits, all_logits);
     if (!replay(step, state, all_logits)) {
       if (capture_next_) {
@@ -91,8 +107,8 @@ class StepRunner {
     std::optional<backend::StepGraph> graph;
   };
 
-  Step prepare(std::span<const int32_t> tokens, const ModelState& state, int64_t vocab,
-               const Tensor& logits, bool all_logits);
+  Step prepare(const StepTokens& tokens, const ModelState& state, int64_t vocab, const Tensor& logits,
+               bool all_logits);
   // Launches the graph for this step if one exists; otherwise decides whether the body should be
   // captured this time (capture_next_).
   bool replay(const Step& step, const ModelState& state, bool all_logits);

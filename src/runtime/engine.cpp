@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "backend/ops.h"
 #include "core/error.h"
@@ -20,13 +22,24 @@ const char* finish_reason_name(FinishReason reason) {
   return "stop";
 }
 
+namespace {
+// STRATA_RUN_AHEAD=0: kAuto means kOff (to compare).
+bool run_ahead_off_by_env() {
+  static const bool off = [] {
+    const char* v = std::getenv("STRATA_RUN_AHEAD");
+    return v != nullptr && std::strcmp(v, "0") == 0;
+  }();
+  return off;
+}
+}  // namespace
+
 Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
     : model_(std::move(model)), options_(options),
-      logits_(DType::kF32, {model_->config().vocab_size}) {
-  if (model_->device() != Device::kCpu) {
+      logits_(DType::kF32, {model_->config().vocab_size}),
+      readbacks_{backend::Readback(model_->device()), backend::Readback(model_->device())} {
+  if (model_->device() != Device::kCpu)
     device_logits_ = backend::Buffer(model_->device(), DType::kF32, {model_->config().vocab_size});
-    device_token_ = backend::Buffer(model_->device(), DType::kI32, {1});
-  }
+  for (backend::Buffer& b : device_tokens_) b = backend::Buffer(model_->device(), DType::kI32, {1});
   check(options_.context_size > 0 && options_.prefill_chunk > 0, ErrorKind::kInvalidInput,
         "context size and prefill chunk must be positive");
 }
@@ -82,26 +95,53 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   TokenLogprob logprob;
   // On a GPU the sampler's edits and the pick run where the logits lie, and only the token comes
   // back; logprobs need the whole row on the host.
-  const bool pick_on_device = on_device && !want_logprobs;
-  auto next_token = [&]() {
-    if (pick_on_device) {
-      if (sampler.edits_logits()) edit_on_device(sampler, history);
-      int32_t id = 0;
-      if (request.sampling.temperature > 0.0f) {
-        backend::sample_row(device_logits_.view(), sampler.device_draw(), device_token_.view());
-      } else {
-        backend::argmax(device_logits_.view().reshaped({1, V}), device_token_.view());
-      }
-      backend::copy_to_host(device_token_.view(), &id);
-      check(id >= 0, ErrorKind::kInvalidInput, "every token was masked out");  // as the host sampler
-      return id;
+  const bool run_ahead = options_.run_ahead == EngineOptions::RunAhead::kOn ||
+                         (options_.run_ahead == EngineOptions::RunAhead::kAuto && on_device && !run_ahead_off_by_env());
+  const bool pick_on_device = (on_device || run_ahead) && !want_logprobs;
+  // A pick on the device is queued into slot s and read back by await_pick(s).
+  auto queue_pick = [&](int s) {
+    if (sampler.edits_logits()) edit_on_device(sampler, history, step_logits);
+    const Tensor& token = device_tokens_[s].view();
+    if (request.sampling.temperature > 0.0f) {
+      backend::sample_row(step_logits, sampler.device_draw(), token);
+    } else {
+      backend::argmax(step_logits.reshaped({1, V}), token);
     }
+    readbacks_[s].start(token);
+  };
+  auto await_pick = [&](int s) {
+    int32_t id = 0;
+    std::memcpy(&id, readbacks_[s].wait(), sizeof(id));
+    check(id >= 0, ErrorKind::kInvalidInput, "every token was masked out");  // as the host sampler
+    return id;
+  };
+  auto host_pick = [&]() {
     if (on_device) backend::copy(device_logits_.view(), logits_.view());
     if (want_logprobs) log_softmax(logits);  // before the sampler edits the logits
     return sampler.sample(logits, history);
   };
+  // Running ahead: the step of a picked token is queued before the host has read the token (the
+  // GPU reads it where the pick put it), so the GPU never waits for the host between steps. It
+  // needs picks that do not depend on the history the host keeps (no penalties or logit bias),
+  // and, when a controller may replace a token, a model whose state can drop the step again
+  // (truncate). A step run ahead is dropped as if it had never run whenever the host does not
+  // emit exactly the picked token next (a stop, or a controller's edit), so the tokens are those
+  // of the plain loop.
+  const bool may_run_ahead = pick_on_device && run_ahead && !sampler.edits_logits() &&
+                             (request.controller == nullptr || seq.truncatable());
+  int slot = 0;
+  std::mt19937_64 random_before;  // the sampler's stream before a pick run ahead, for a controller's edit
+  if (pick_on_device) queue_pick(slot);
   while (static_cast<int64_t>(result.tokens.size()) < budget) {
-    const int32_t token = next_token();
+    // Not for the budget's last token: its step would never be used.
+    bool ahead = may_run_ahead && static_cast<int64_t>(result.tokens.size()) + 1 < budget;
+    if (ahead) {
+      seq.forward_pending(*model_, device_tokens_[slot].view(), step_logits);
+      if (request.controller) random_before = sampler.random_state();
+      queue_pick(1 - slot);
+    }
+    const int32_t token = pick_on_device ? await_pick(slot) : host_pick();
+    if (ahead) seq.resolve_pending(token);
     if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) != request.stop_ids.end()) {
       result.finish_reason = FinishReason::kStop;
       break;
@@ -110,6 +150,12 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
     if (request.controller) decision = request.controller->on_sampled(token);
     check(decision.keep || !decision.inject.empty() || decision.stop, ErrorKind::kInternal,
           "a token controller dropped a token without replacing it");
+    if (ahead && !(decision.keep && decision.inject.empty() && !decision.stop)) {
+      // The step run ahead fed a token the plain loop would not feed alone: undo it and its pick.
+      seq.truncate(seq.n_tokens() - 1);
+      sampler.restore_random_state(random_before);
+      ahead = false;
+    }
     feed.clear();
     bool more = !decision.stop;
     if (decision.keep && want_logprobs) {
@@ -131,13 +177,18 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
       break;
     }
     if (!more) break;  // budget spent: no need to run the model for a token we will not sample
+    if (ahead) {  // the token's step is already queued, and the next pick behind it
+      slot = 1 - slot;
+      continue;
+    }
     seq.forward(*model_, feed, step_logits, false);
+    if (pick_on_device) queue_pick(slot);
   }
   result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return result;
 }
 
-void Engine::edit_on_device(Sampler& sampler, std::span<const int32_t> history) {
+void Engine::edit_on_device(Sampler& sampler, std::span<const int32_t> history, const Tensor& logits) {
   sampler.logit_edits(history, static_cast<size_t>(model_->config().vocab_size), edits_);
   const auto n = static_cast<int64_t>(edits_.ids.size());
   if (n == 0) return;
@@ -152,7 +203,7 @@ void Engine::edit_on_device(Sampler& sampler, std::span<const int32_t> history) 
   backend::copy_from_host(edit_words_.data(), words);
   Tensor biases = words.rows(2 * n, 3 * n);
   biases.dtype = DType::kF32;
-  backend::edit_logits(device_logits_.view(), words.rows(0, n), words.rows(n, 2 * n), biases, sampler.penalties());
+  backend::edit_logits(logits, words.rows(0, n), words.rows(n, 2 * n), biases, sampler.penalties());
 }
 
 void Engine::log_softmax(std::span<const float> logits) {

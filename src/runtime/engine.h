@@ -19,6 +19,11 @@ namespace strata::runtime {
 struct EngineOptions {
   int64_t context_size = 4096;  // tokens per sequence (prompt + generation)
   int64_t prefill_chunk = 512;  // prompt tokens per forward call
+  // Running ahead (generate()): the step of each picked token is queued before the host reads the
+  // token, so that a GPU never waits for the host between steps. kAuto: on a GPU (on the CPU it
+  // gains nothing and wastes the step after the last token); kOn: on the CPU too, picking tokens
+  // with the backend's ops as a GPU does; kOff: never. STRATA_RUN_AHEAD=0 makes kAuto kOff.
+  enum class RunAhead { kAuto, kOn, kOff } run_ahead = RunAhead::kAuto;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };
@@ -87,9 +92,12 @@ class Engine {
   EngineOptions options_;
   HostTensor logits_;              // the last logits on the host (what the sampler reads)
   backend::Buffer device_logits_;  // where a GPU model writes them (empty for CPU models)
-  backend::Buffer device_token_;   // I32 [1]: the token picked on the GPU (greedy or sampled)
-  // The sampler's logit edits (penalties, logit bias) applied to device_logits_.
-  void edit_on_device(Sampler& sampler, std::span<const int32_t> history);
+  // The tokens picked on the GPU (I32 [1] each, greedy or sampled) and their way back to the host:
+  // two, so that one step's pick can be queued while the host reads the one before.
+  backend::Buffer device_tokens_[2];
+  backend::Readback readbacks_[2];
+  // The sampler's logit edits (penalties, logit bias) applied to logits where they lie.
+  void edit_on_device(Sampler& sampler, std::span<const int32_t> history, const Tensor& logits);
   Sampler::LogitEdits edits_;
   std::vector<int32_t> edit_words_;  // the edits as uploaded: ids, counts, the biases' bits
   backend::Buffer edit_buffer_;      // their device copy (grows, never shrinks)

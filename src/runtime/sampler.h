@@ -44,6 +44,9 @@ class Sampler {
   // uniform number sample() would take from the generator (taken now), so that the device picks the
   // token sample() would but for rounding.
   backend::RowDraw device_draw();
+  // Where the random stream stands, to take back draws whose tokens were not used.
+  const std::mt19937_64& random_state() const { return rng_; }
+  void restore_random_state(const std::mt19937_64& state) { rng_ = state; }
   const SamplingParams& params() const { return params_; }
   // Whether penalties or a logit bias edit the logits before the pick.
   bool edits_logits() const;

@@ -101,11 +101,27 @@ bool Sequence::truncatable() const {
 
 void Sequence::forward(model::Model& model, std::span<const int32_t> tokens, const Tensor& logits, bool all_logits) {
   check(model.fingerprint() == fingerprint_, ErrorKind::kInvalidInput, "this sequence belongs to another model");
+  check(!pending_, ErrorKind::kInternal, "a pending token's id is still unknown");
   model.forward(tokens, state_, logits, all_logits);  // checks capacity before touching the state
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
+void Sequence::forward_pending(model::Model& model, const Tensor& token, const Tensor& logits) {
+  check(model.fingerprint() == fingerprint_, ErrorKind::kInvalidInput, "this sequence belongs to another model");
+  check(!pending_, ErrorKind::kInternal, "a pending token's id is still unknown");
+  model.forward_device_token(token, state_, logits);
+  tokens_.push_back(-1);
+  pending_ = true;
+}
+
+void Sequence::resolve_pending(int32_t id) {
+  check(pending_, ErrorKind::kInternal, "no token is pending");
+  tokens_.back() = id;
+  pending_ = false;
+}
+
 void Sequence::rewind_to(int64_t n) {
+  if (n < static_cast<int64_t>(tokens_.size())) pending_ = false;  // the pending token is dropped
   state_.n_tokens = n;
   tokens_.resize(static_cast<size_t>(n));
   ++rewinds_;
@@ -120,6 +136,7 @@ void Sequence::truncate(int64_t n) {
 }
 
 std::vector<uint8_t> Sequence::serialize() const {
+  check(!pending_, ErrorKind::kInternal, "a pending token's id is still unknown");
   Writer w;
   size_t total = 64 + fingerprint_.size() + tokens_.size() * sizeof(int32_t) + kChecksumBytes;
   for (const auto& b : state_.buffers) total += 64 + b.name.size() + stored_bytes(b, n_tokens());

@@ -44,6 +44,12 @@ class Sequence {
   // Runs the model on `tokens` at the end of the sequence and appends them.
   void forward(model::Model& model, std::span<const int32_t> tokens, const Tensor& logits, bool all_logits);
 
+  // forward() of one token whose id lies in memory (model::Model::forward_device_token), so that
+  // the step is queued before the host knows the id; the token is appended as pending until
+  // resolve_pending() records its id.
+  void forward_pending(model::Model& model, const Tensor& token, const Tensor& logits);
+  void resolve_pending(int32_t id);
+
   // Drops tokens after the first n (attention-only models: their cache rows are simply reused).
   // Recurrent state cannot be rolled back this way: restore a snapshot instead.
   void truncate(int64_t n);
@@ -65,6 +71,7 @@ class Sequence {
   model::ModelState state_;
   std::vector<int32_t> tokens_;  // reserved to capacity: appending never allocates
   uint64_t rewinds_ = 0;         // bumped whenever the sequence moves back (restore, truncate, load)
+  bool pending_ = false;         // the last token's id is not known yet (forward_pending)
 };
 
 // A point a sequence can return to. Its memory (a copy of each recurrent buffer) is allocated once

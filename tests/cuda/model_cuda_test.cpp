@@ -182,6 +182,47 @@ TEST_P(CudaModels, EngineSampledTokensOnTheGpuEqualTheHostSampler) {
   }
 }
 
+// Running ahead (the default on a GPU: each token's step is queued before the host reads the
+// token) gives exactly the plain loop's tokens: greedy and seeded sampling, a stop in the middle,
+// and a controller that replaces a token (the step run ahead undone, and its draw taken back, on
+// the dense models; the hybrid ones do not run ahead under a controller).
+TEST_P(CudaModels, EngineRunningAheadGivesThePlainLoopsTokens) {
+  struct Replacer : runtime::TokenController {
+    int seen = 0;
+    int32_t replacement = 0;
+    runtime::ControlDecision on_sampled(int32_t) override {
+      runtime::ControlDecision d;
+      if (++seen == 3) d.keep = false, d.inject = {replacement, replacement};
+      return d;
+    }
+  };
+  const test::Golden g = test::load_golden(GetParam());
+  runtime::EngineOptions off;
+  off.run_ahead = runtime::EngineOptions::RunAhead::kOff;
+  runtime::Engine ahead(model::load_model(path(), on(Device::kCuda)), {});
+  runtime::Engine plain(model::load_model(path(), on(Device::kCuda)), off);
+  for (float temperature : {0.0f, 0.9f}) {
+    runtime::GenerationRequest req;
+    req.prompt = g.prompt;
+    req.max_tokens = 16;
+    req.sampling.temperature = temperature;
+    req.sampling.top_p = 0.9f;
+    req.sampling.seed = 7;
+    const std::vector<int32_t> tokens = plain.generate(req, {}).tokens;
+    ASSERT_EQ(tokens.size(), 16u);
+    EXPECT_EQ(ahead.generate(req, {}).tokens, tokens) << "temperature " << temperature;
+    req.stop_ids = {tokens[6]};
+    EXPECT_EQ(ahead.generate(req, {}).tokens, plain.generate(req, {}).tokens) << "temperature " << temperature;
+    req.stop_ids.clear();
+    Replacer a, b;
+    a.replacement = b.replacement = g.greedy[0];
+    req.controller = &a;
+    const std::vector<int32_t> edited = ahead.generate(req, {}).tokens;
+    req.controller = &b;
+    EXPECT_EQ(edited, plain.generate(req, {}).tokens) << "temperature " << temperature;
+  }
+}
+
 TEST_P(CudaModels, SnapshotRestoreAndStateMovesBetweenDevices) {
   const test::Golden g = test::load_golden(GetParam());
   auto gpu = model::load_model(path(), on(Device::kCuda));

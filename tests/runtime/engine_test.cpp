@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "model/golden.h"
 #include "runtime/engine.h"
 #include "scripted_model.h"
 
@@ -31,6 +32,17 @@ GenerationRequest greedy_request(std::vector<int32_t> prompt, int64_t max_tokens
   return r;
 }
 
+// The EngineControl tests run with and without running ahead (the CPU picks as a GPU does when
+// forced): the emitted tokens must be exactly the plain loop's either way.
+class EngineControl : public ::testing::TestWithParam<runtime::EngineOptions::RunAhead> {
+ protected:
+  runtime::EngineOptions options() const {
+    runtime::EngineOptions o;
+    o.run_ahead = GetParam();
+    return o;
+  }
+};
+
 // Calls a function per sampled token.
 struct LambdaController : runtime::TokenController {
   std::function<ControlDecision(int32_t)> fn;
@@ -39,15 +51,15 @@ struct LambdaController : runtime::TokenController {
   void on_injected(int32_t t) override { injected.push_back(t); }
 };
 
-TEST(EngineControl, WithoutAControllerTheLoopIsPlainGreedy) {
-  Engine engine(counting_model(), {});
+TEST_P(EngineControl, WithoutAControllerTheLoopIsPlainGreedy) {
+  Engine engine(counting_model(), options());
   const auto r = engine.generate(greedy_request({3}, 5));
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{4, 5, 6, 7, 8}));
   EXPECT_EQ(r.finish_reason, FinishReason::kLength);
 }
 
-TEST(EngineControl, InjectedTokensAreEmittedAndSeenByTheModel) {
-  Engine engine(counting_model(), {});
+TEST_P(EngineControl, InjectedTokensAreEmittedAndSeenByTheModel) {
+  Engine engine(counting_model(), options());
   LambdaController c;
   c.fn = [](int32_t t) {
     ControlDecision d;
@@ -68,8 +80,8 @@ TEST(EngineControl, InjectedTokensAreEmittedAndSeenByTheModel) {
   EXPECT_EQ(r.injected_tokens, 2);
 }
 
-TEST(EngineControl, DroppedTokenIsReplacedByTheInjection) {
-  Engine engine(counting_model(), {});
+TEST_P(EngineControl, DroppedTokenIsReplacedByTheInjection) {
+  Engine engine(counting_model(), options());
   LambdaController c;
   c.fn = [](int32_t t) {
     ControlDecision d;
@@ -84,8 +96,8 @@ TEST(EngineControl, DroppedTokenIsReplacedByTheInjection) {
   EXPECT_EQ(engine.generate(req).tokens, (std::vector<int32_t>{4, 20, 21, 22}));
 }
 
-TEST(EngineControl, StopDecisionEndsWithItsReason) {
-  Engine engine(counting_model(), {});
+TEST_P(EngineControl, StopDecisionEndsWithItsReason) {
+  Engine engine(counting_model(), options());
   LambdaController c;
   c.fn = [](int32_t t) {
     ControlDecision d;
@@ -100,8 +112,8 @@ TEST(EngineControl, StopDecisionEndsWithItsReason) {
   EXPECT_EQ(r.finish_reason, FinishReason::kLength);
 }
 
-TEST(EngineControl, HardCapCountsInjectedTokensAndCancellationStillWorks) {
-  Engine engine(counting_model(), {});
+TEST_P(EngineControl, HardCapCountsInjectedTokensAndCancellationStillWorks) {
+  Engine engine(counting_model(), options());
   LambdaController c;
   c.fn = [](int32_t) {
     ControlDecision d;
@@ -117,13 +129,91 @@ TEST(EngineControl, HardCapCountsInjectedTokensAndCancellationStillWorks) {
   EXPECT_EQ(r.tokens.size(), 2u);
 }
 
-TEST(EngineControl, StopIdsEndGenerationWithoutEmitting) {
-  Engine engine(counting_model(), {});
+TEST_P(EngineControl, StopIdsEndGenerationWithoutEmitting) {
+  Engine engine(counting_model(), options());
   GenerationRequest req = greedy_request({3}, 10);
   req.stop_ids = {6};
   const auto r = engine.generate(req);
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(r.finish_reason, FinishReason::kStop);
+}
+
+INSTANTIATE_TEST_SUITE_P(RunAhead, EngineControl,
+                         ::testing::Values(runtime::EngineOptions::RunAhead::kOff,
+                                           runtime::EngineOptions::RunAhead::kOn));
+
+int64_t forward_calls(const Engine& engine) {
+  return dynamic_cast<const test::ScriptedModel&>(engine.model()).forward_calls();
+}
+
+runtime::EngineOptions run_ahead(runtime::EngineOptions::RunAhead mode) {
+  runtime::EngineOptions o;
+  o.run_ahead = mode;
+  return o;
+}
+
+// Running ahead queues each token's step before the host reads the token: a stop wastes exactly
+// the step after it, and the budget's last token gets no step, as in the plain loop.
+TEST(EngineRunAhead, WastesOnlyTheStepAfterAStop) {
+  using RunAhead = runtime::EngineOptions::RunAhead;
+  GenerationRequest req = greedy_request({3}, 10);
+  req.stop_ids = {6};
+  Engine plain(counting_model(), run_ahead(RunAhead::kOff)), ahead(counting_model(), run_ahead(RunAhead::kOn));
+  EXPECT_EQ(ahead.generate(req).tokens, plain.generate(req).tokens);
+  EXPECT_EQ(forward_calls(plain), 3);  // the prompt, then the steps of 4 and 5
+  EXPECT_EQ(forward_calls(ahead), 4);  // and the step of 6, queued before 6 was read
+  req.stop_ids.clear();
+  req.max_tokens = 5;
+  EXPECT_EQ(ahead.generate(req).tokens, plain.generate(req).tokens);
+  EXPECT_EQ(forward_calls(plain), 3 + 5);  // the prompt and 4 steps: none for the last token
+  EXPECT_EQ(forward_calls(ahead), 4 + 5);
+}
+
+// A controller's edit undoes the step run ahead (truncate) and feeds what the plain loop feeds; a
+// model whose state cannot be truncated does not run ahead under a controller at all.
+TEST(EngineRunAhead, ControllerEditsGiveThePlainLoopsTokens) {
+  using RunAhead = runtime::EngineOptions::RunAhead;
+  LambdaController c;
+  c.fn = [](int32_t t) {
+    ControlDecision d;
+    if (t == 5) d.keep = false, d.inject = {20};
+    if (t == 22) d.inject = {30, 31};
+    return d;
+  };
+  GenerationRequest req = greedy_request({3}, 9);
+  req.controller = &c;
+  const std::vector<int32_t> expected{4, 20, 21, 22, 30, 31, 32, 33, 34};
+  for (bool recurrent : {false, true}) {
+    auto model = [&] {
+      return std::make_unique<test::ScriptedModel>(
+          50, [](std::span<const int32_t> seen) { return static_cast<int32_t>((seen.back() + 1) % 50); }, recurrent);
+    };
+    Engine plain(model(), run_ahead(RunAhead::kOff)), ahead(model(), run_ahead(RunAhead::kOn));
+    EXPECT_EQ(plain.generate(req).tokens, expected);
+    EXPECT_EQ(ahead.generate(req).tokens, expected) << "recurrent " << recurrent;
+    // Run ahead: one step more for each of the two edits (each undone) and none for the last token.
+    EXPECT_EQ(forward_calls(ahead), forward_calls(plain) + (recurrent ? 0 : 2)) << "recurrent " << recurrent;
+  }
+}
+
+// Real models (a dense and a hybrid fixture) through their own forward_device_token: the same
+// greedy tokens run ahead as in the plain loop, with and without a stop in the middle.
+TEST(EngineRunAhead, RealModelsGiveThePlainLoopsTokens) {
+  using RunAhead = runtime::EngineOptions::RunAhead;
+  for (const char* name : {"llama", "qwen35"}) {
+    const test::Golden g = test::load_golden(name);
+    const std::string path = test::test_fixture(std::string("models/") + name);
+    Engine plain(model::load_model(path), run_ahead(RunAhead::kOff));
+    Engine ahead(model::load_model(path), run_ahead(RunAhead::kOn));
+    GenerationRequest req = greedy_request(g.prompt, 10);
+    const auto a = plain.generate(req);
+    EXPECT_EQ(ahead.generate(req).tokens, a.tokens) << name;
+    ASSERT_EQ(a.tokens.size(), 10u);
+    req.stop_ids = {a.tokens[5]};
+    const auto b = ahead.generate(req);
+    EXPECT_EQ(b.tokens, plain.generate(req).tokens) << name;
+    EXPECT_EQ(b.finish_reason, FinishReason::kStop) << name;
+  }
 }
 
 TEST(EngineLogprobs, SampledTokensGetTheModelsLogSoftmaxAndTopAlternatives) {

@@ -17,13 +17,17 @@ class ScriptedModel final : public OneHotModel {
  public:
   using Script = std::function<int32_t(std::span<const int32_t> consumed)>;
 
-  ScriptedModel(int64_t vocab, Script script) : OneHotModel(vocab, "scripted-model"), script_(std::move(script)) {}
+  // recurrent: the state also holds a buffer that is not token-indexed (as a hybrid model's), so
+  // that sequences of this model cannot be truncated.
+  ScriptedModel(int64_t vocab, Script script, bool recurrent = false)
+      : OneHotModel(vocab, "scripted-model"), script_(std::move(script)), recurrent_(recurrent) {}
 
   // The consumed tokens are the state: one token-indexed I32 buffer.
   model::ModelState new_state(int64_t capacity) const override {
     model::ModelState s;
     s.capacity = capacity;
     s.buffers.push_back({"tokens", backend::Buffer(Device::kCpu, DType::kI32, {capacity, 1}), true});
+    if (recurrent_) s.buffers.push_back({"recurrent", backend::Buffer(Device::kCpu, DType::kF32, {1}), false});
     return s;
   }
 
@@ -45,6 +49,7 @@ class ScriptedModel final : public OneHotModel {
 
  private:
   Script script_;
+  bool recurrent_ = false;
   int64_t forward_calls_ = 0;
 };
 

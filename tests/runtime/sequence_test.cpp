@@ -217,6 +217,31 @@ TEST(SequenceTruncate, HybridModelsRefuseToTruncate) {
   test::expect_error([&] { seq.truncate(5); }, ErrorKind::kUnsupported, {"snapshot"});
 }
 
+// A token whose id lies in memory: the same logits and state as the id given on the host; the id is
+// recorded once resolved, and a pending sequence refuses what needs its ids.
+TEST(SequencePending, DeviceTokenStepsEqualHostTokenSteps) {
+  for (const char* name : {"llama", "qwen35"}) {
+    auto m = load(name);
+    const int64_t V = m->config().vocab_size;
+    const std::vector<int32_t> prompt = random_tokens(9, V, 21);
+    Sequence seq(*m, 32), reference(*m, 32);
+    HostTensor logits(DType::kF32, {V}), expected(DType::kF32, {V});
+    seq.forward(*m, prompt, logits, false);
+    reference.forward(*m, prompt, expected, false);
+    const int32_t next[1] = {argmax(expected)};
+    reference.forward(*m, next, expected, false);
+    const backend::Buffer id(Device::kCpu, DType::kI32, {1});
+    *id.as<int32_t>() = next[0];
+    seq.forward_pending(*m, id.view(), logits);
+    EXPECT_TRUE(same(logits, expected)) << name;
+    test::expect_error([&] { (void)seq.serialize(); }, ErrorKind::kInternal, {"pending"});
+    test::expect_error([&] { seq.forward(*m, next, logits, false); }, ErrorKind::kInternal, {"pending"});
+    seq.resolve_pending(next[0]);
+    EXPECT_EQ(seq.tokens().back(), next[0]) << name;
+    EXPECT_EQ(seq.serialize(), reference.serialize()) << name;
+  }
+}
+
 // Model level: one forward over T tokens (chunked delta rule when T > 8) against T one-token
 // forwards (recurrent), from an empty state and continuing from one. Tolerances: logits 1e-4,
 // recurrent states 2e-5 (fp32 summation order only).

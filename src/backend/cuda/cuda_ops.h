@@ -60,6 +60,23 @@ struct DeviceTensor {
 DeviceTensor upload(const Tensor& host);
 void download(const Tensor& device, const Tensor& host);
 
+// A few bytes copied to page-locked host memory in stream order, without waiting: start() queues
+// the copy and an event behind it; wait() blocks until the event has passed and returns the bytes.
+class HostReadback {
+ public:
+  explicit HostReadback(size_t bytes);
+  ~HostReadback();
+  HostReadback(const HostReadback&) = delete;
+  HostReadback& operator=(const HostReadback&) = delete;
+  void start(const void* device_src, size_t nbytes);
+  const void* wait();
+
+ private:
+  void* host_ = nullptr;
+  void* event_ = nullptr;  // cudaEvent_t
+  size_t bytes_ = 0;
+};
+
 // Copies nbytes between any two of host and device memory, in stream order. Copies that end on
 // the host wait for the stream.
 void copy(const void* src, Device src_device, void* dst, Device dst_device, size_t nbytes);

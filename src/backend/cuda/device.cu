@@ -94,6 +94,29 @@ void copy(const void* src, Device src_device, void* dst, Device dst_device, size
   if (dst_device == Device::kCpu) synchronize();
 }
 
+HostReadback::HostReadback(size_t bytes) : bytes_(bytes) {
+  STRATA_CUDA_CHECK(cudaMallocHost(&host_, bytes));
+  cudaEvent_t event = nullptr;
+  STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  event_ = event;
+}
+
+HostReadback::~HostReadback() {
+  cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  cudaFreeHost(host_);
+}
+
+void HostReadback::start(const void* device_src, size_t nbytes) {
+  if (nbytes > bytes_) throw_internal_error("HostReadback: more bytes than its host memory holds");
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(host_, device_src, nbytes, cudaMemcpyDeviceToHost, stream()));
+  STRATA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), stream()));
+}
+
+const void* HostReadback::wait() {
+  STRATA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+  return host_;
+}
+
 void fill_zero(void* dst, size_t nbytes) {
   if (nbytes > 0) STRATA_CUDA_CHECK(cudaMemsetAsync(dst, 0, nbytes, stream()));
 }
