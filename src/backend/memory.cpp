@@ -142,6 +142,36 @@ const void* Readback::wait() {
   return host_;
 }
 
+Upload::Upload(Device device) : device_(device) {
+#ifdef STRATA_HAVE_CUDA
+  if (device == Device::kCuda)
+    for (auto& slot : impl_) slot = std::make_shared<cuda::HostUpload>();
+#endif
+}
+
+void* Upload::host(size_t nbytes) {
+#ifdef STRATA_HAVE_CUDA
+  if (device_ == Device::kCuda) {
+    slot_ ^= 1;
+    return static_cast<cuda::HostUpload*>(impl_[slot_].get())->host(nbytes);
+  }
+#endif
+  cpu_.resize(nbytes);
+  return cpu_.data();
+}
+
+void Upload::start(const Tensor& dst) {
+  check(dst.device == device_, ErrorKind::kInternal, "Upload: to {}", device_label(dst.device));
+#ifdef STRATA_HAVE_CUDA
+  if (device_ == Device::kCuda) {
+    static_cast<cuda::HostUpload*>(impl_[slot_].get())->start(dst.data, dst.nbytes());
+    return;
+  }
+#endif
+  check(dst.nbytes() <= cpu_.size(), ErrorKind::kInternal, "Upload: {} bytes from {}", dst.nbytes(), cpu_.size());
+  std::memcpy(dst.data, cpu_.data(), dst.nbytes());
+}
+
 HostTensor to_host(const Tensor& t) {
   HostTensor out(t.dtype, t.shape);
   copy(t, out.view());

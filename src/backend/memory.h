@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -72,6 +73,23 @@ class Readback {
   Device device_;
   std::shared_ptr<void> impl_;  // the CUDA backend's page-locked slot and event
   alignas(8) unsigned char host_[kMaxBytes] = {};
+};
+
+// Small inputs copied to a device without waiting for its queued work (a step's token ids and
+// positions): write the bytes to host(n), then start(dst) queues the copy. Two slots alternate,
+// and a slot is reused only once its previous copy has finished, so the host may fill the next
+// one while the device has not yet read the last. On the CPU start() copies at once.
+class Upload {
+ public:
+  explicit Upload(Device device);
+  void* host(size_t nbytes);
+  void start(const Tensor& dst);
+
+ private:
+  Device device_;
+  int slot_ = 0;
+  std::shared_ptr<void> impl_[2];  // the CUDA backend's page-locked slots
+  std::vector<unsigned char> cpu_;
 };
 
 // A host copy of any tensor (downloaded when it lives on a GPU).

@@ -37,7 +37,8 @@ StepRunner::StepRunner(Device device, bool graphs)
     : device_(device),
       graphs_(graphs && backend::graphs_supported(device) && graphs_enabled_by_env()),
       scratch_(device),
-      io_(device) {}
+      io_(device),
+      staging_(device) {}
 
 Step StepRunner::prepare(const StepTokens& tokens, const ModelState& state, int64_t vocab, const Tensor& logits,
                          bool all_logits) {
@@ -65,19 +66,21 @@ Step StepRunner::prepare(const StepTokens& tokens, const ModelState& state, int6
   s.tokens = T;
   s.kv_bound = std::min(state.capacity, (start + T + kKvBucket - 1) / kKvBucket * kKvBucket);
   const Tensor inputs = io_.get(kInputs, {2, T}, DType::kI32);
-  staging_.resize(static_cast<size_t>(2 * T));
+  auto* staged = static_cast<int32_t*>(staging_.host(inputs.nbytes()));
   if (tokens.device.empty()) {
-    std::memcpy(staging_.data(), tokens.host.data(), static_cast<size_t>(T) * sizeof(int32_t));
+    std::memcpy(staged, tokens.host.data(), static_cast<size_t>(T) * sizeof(int32_t));
   } else {
-    staging_[0] = 0;  // replaced below by the device's id
+    staged[0] = 0;  // replaced below by the device's id
   }
-  for (int64_t t = 0; t < T; ++t)
-    staging_[static_cast<size_t>(T + t)] = static_cast<int32_t>(start + t);
-  backend::copy_from_host(staging_.data(), inputs);
+  for (int64_t t = 0; t < T; ++t) staged[T + t] = static_cast<int32_t>(start + t);
+  staging_.start(inputs);
   s.ids = inputs.rows(0, 1).reshaped({T});
   s.positions = inputs.rows(1, 2).reshaped({T});
   if (!tokens.device.empty()) backend::copy(tokens.device.reshaped({1}), s.ids);
-  s.logits = io_.get(kLogits, {all_logits ? T : 1, vocab});
+  // The caller's logits when they lie on this device (the body writes them directly), else scratch
+  // that run() copies out.
+  const Shape rows{all_logits ? T : 1, vocab};
+  s.logits = logits.device == device_ && logits.dtype == DType::kF32 ? logits.reshaped(rows) : io_.get(kLogits, rows);
   return s;
 }
 
@@ -95,7 +98,7 @@ bool StepRunner::replay(const Step& step, const ModelState& state, bool all_logi
     const void* p = b.tensor.view().data;
     h = hash64(&p, sizeof(p), h);
   }
-  const Key key{step.tokens, step.kv_bound, state.capacity, all_logits, h};
+  const Key key{step.tokens, step.kv_bound, state.capacity, all_logits, h, step.logits.data};
   size_t i = 0;
   while (i < entries_.size() && !(entries_[i].key == key)) ++i;
   if (i == entries_.size()) {

@@ -53,7 +53,7 @@ struct Step {
   int64_t kv_bound = 0;  // attention work bound (ops.h): start + T rounded up, at most the capacity
   Tensor ids;            // I32 [T] on the device
   Tensor positions;      // I32 [T] on the device
-  Tensor logits;         // F32 [T or 1, vocab] scratch the body writes
+  Tensor logits;         // F32 [T or 1, vocab] the body writes: the caller's, or scratch
 };
 
 class StepRunner {
@@ -65,7 +65,8 @@ class StepRunner {
   Scratch& scratch() { return scratch_; }
 
   // Checks the call, stages the inputs, runs body(step) eagerly or as a graph replay, copies the
-  // logits out and advances state.n_tokens.
+  // logits out (unless the body wrote them where the caller wants them) and advances
+  // state.n_tokens.
   template <typename Body>
   void run(const StepTokens& tokens, ModelState& state, int64_t vocab, const Tensor& logits, bool all_logits,
            Body&& body) {
@@ -85,7 +86,7 @@ class StepRunner {
         body(step);
       }
     }
-    backend::copy(step.logits, logits);
+    backend::copy(step.logits, logits);  // nothing to do when the body wrote the caller's
     state.n_tokens = step.start + step.tokens;
   }
 
@@ -99,6 +100,7 @@ class StepRunner {
     int64_t tokens, kv_bound, capacity;
     bool all_logits;
     uint64_t state;  // hash of the state's buffer addresses
+    const void* logits;  // where the body writes them
     bool operator==(const Key&) const = default;
   };
   struct Entry {
@@ -118,7 +120,7 @@ class StepRunner {
   bool graphs_;
   Scratch scratch_;  // the body's
   Scratch io_;       // inputs and logits
-  std::vector<int32_t> staging_;
+  backend::Upload staging_;  // the step's ids and positions on their way to the device
   std::vector<Entry> entries_;  // oldest first
   size_t current_ = 0;          // entry of the step being run
   bool capture_next_ = false;

@@ -77,6 +77,24 @@ class HostReadback {
   size_t bytes_ = 0;
 };
 
+// Host-to-device copies of a step's small inputs without waiting for the stream: the bytes are
+// written into page-locked memory (host(): it first waits for that memory's previous copy, long
+// done in practice), then start() queues the copy and an event behind it.
+class HostUpload {
+ public:
+  HostUpload() = default;
+  ~HostUpload();
+  HostUpload(const HostUpload&) = delete;
+  HostUpload& operator=(const HostUpload&) = delete;
+  void* host(size_t nbytes);
+  void start(void* device_dst, size_t nbytes);
+
+ private:
+  void* host_ = nullptr;
+  void* event_ = nullptr;  // cudaEvent_t
+  size_t bytes_ = 0;
+};
+
 // Copies nbytes between any two of host and device memory, in stream order. Copies that end on
 // the host wait for the stream.
 void copy(const void* src, Device src_device, void* dst, Device dst_device, size_t nbytes);

@@ -117,6 +117,34 @@ const void* HostReadback::wait() {
   return host_;
 }
 
+HostUpload::~HostUpload() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  if (host_ != nullptr) cudaFreeHost(host_);
+}
+
+void* HostUpload::host(size_t nbytes) {
+  if (event_ == nullptr) {
+    cudaEvent_t event = nullptr;
+    STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    event_ = event;
+  } else {
+    STRATA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));  // the last copy has read it
+  }
+  if (nbytes > bytes_) {
+    if (host_ != nullptr) STRATA_CUDA_CHECK(cudaFreeHost(host_));
+    host_ = nullptr;
+    STRATA_CUDA_CHECK(cudaMallocHost(&host_, nbytes));
+    bytes_ = nbytes;
+  }
+  return host_;
+}
+
+void HostUpload::start(void* device_dst, size_t nbytes) {
+  if (nbytes > bytes_) throw_internal_error("HostUpload: more bytes than its host memory holds");
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_, nbytes, cudaMemcpyHostToDevice, stream()));
+  STRATA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), stream()));
+}
+
 void fill_zero(void* dst, size_t nbytes) {
   if (nbytes > 0) STRATA_CUDA_CHECK(cudaMemsetAsync(dst, 0, nbytes, stream()));
 }
