@@ -29,8 +29,10 @@
 // - the chain: every dependency honoured.
 // Before timing, the first five matrices' outputs are checked against a host reference.
 // The same table times the launched form (below): one launch a matrix of a ring kernel small enough
-// that two fit an SM, with PDL, released on entry or after its wait, optionally prefetching the
-// stages past its ring into L2; its first five matrices are checked as the chain's are.
+// that two fit an SM, with PDL, released on entry, after its wait or once its producer has issued
+// its last copy, optionally gated per SM (a producer starts once the previous matrix's producer on
+// its SM is done) and optionally prefetching the stages past its ring into L2; its first five
+// matrices are checked as the chain's are.
 // A second table times the dataflow form (below) with W = 1, 2 and 4 waves a matrix, with and
 // without its waits, after checking one layer's four matrices for each W.
 #include <cuda_runtime.h>
@@ -361,7 +363,37 @@ constexpr int kLaunchThreads = 32 * (kLaunchConsumers + 1);
 constexpr int kLaunchStageBytes = kLaunchConsumers * kUnitBytes;  // one unit per consumer warp
 
 // kPrefetchMask: the stages past the ring prefetched into L2, in units of kPrefetchUnit.
-enum LaunchFlags : int { kReleaseAfterWait = 8, kPrefetchUnit = 16, kPrefetchMask = 16 * 63 };
+// kReleaseAfterIssue: released by the producer once it has issued its last copy, so that the next
+// matrix's blocks fill their rings only during this one's tail and dependency, when memory would
+// otherwise idle. kSmGate: released on entry, but the producer issues its first copy only once the
+// previous matrix's producer on the same SM has issued its last (a flag per SM, see SmGate).
+enum LaunchFlags : int {
+  kReleaseAfterWait = 8,
+  kPrefetchUnit = 16,
+  kPrefetchMask = 16 * 63,
+  kReleaseAfterIssue = 1024,
+  kSmGate = 2048
+};
+
+// The per-SM flags of kSmGate: slot[smid] holds the highest `post` of a producer on that SM that has
+// issued its last copy, and issued[p] counts the producers of phase p that have. A producer starts
+// once its SM's slot reaches `wait_for` (the previous matrix's post) or every producer of the
+// previous matrix has issued its last copy (no block of it may have run on this SM); the latter is
+// counted in `fallbacks`. It cannot deadlock: a launch released on entry starts only once every
+// block of the one before it runs.
+struct SmGate {
+  unsigned* slot;
+  unsigned* fallbacks;
+  unsigned* issued;  // per phase
+  unsigned wait_for, post;
+};
+constexpr int kGateSlots = 1024;
+
+__device__ __forceinline__ unsigned sm_id() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
 
 __device__ __forceinline__ void launch_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(32 * kLaunchConsumers) : "memory");
@@ -374,14 +406,24 @@ size_t launched_shared_bytes(const Phase& ph, int stages) {
          2 * static_cast<size_t>(stages) * 8;
 }
 
-__global__ void __launch_bounds__(kLaunchThreads, 2) launched_kernel(const Phase ph, int stages, int flags) {
-  if (!(flags & kReleaseAfterWait)) asm volatile("griddepcontrol.launch_dependents;");
+// The ring stages a launch of ph gets when `want` are asked for: fewer where two blocks would not fit
+// an SM (the down projection keeps 3, its neighbours need little).
+int launched_stages(const Phase& ph, int want) {
+  int s = want;
+  while (s > 3 && launched_shared_bytes(ph, s) > 113 * 1024) --s;
+  return s;
+}
+
+__global__ void __launch_bounds__(kLaunchThreads, 2)
+    launched_kernel(const Phase ph, int stages, int flags, const SmGate gate) {
+  if (!(flags & (kReleaseAfterWait | kReleaseAfterIssue))) asm volatile("griddepcontrol.launch_dependents;");
   auto wait_inputs = [&] {
     if (!(flags & kNoWaits)) asm volatile("griddepcontrol.wait;" ::: "memory");
     if (flags & kReleaseAfterWait) asm volatile("griddepcontrol.launch_dependents;");
   };
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   if (ph.kind == kConvert) {  // each block converts its share of the tiles, a warp per tile
+    if (flags & kReleaseAfterIssue) asm volatile("griddepcontrol.launch_dependents;");  // it streams nothing
     wait_inputs();
     const Share sh = share(ph.k_tiles);
     convert_gate_up(ph, sh.first + warp, sh.last, kLaunchThreads / 32, lane);
@@ -407,6 +449,15 @@ __global__ void __launch_bounds__(kLaunchThreads, 2) launched_kernel(const Phase
     // wait.
     const int64_t ahead = static_cast<int64_t>(flags & kPrefetchMask) / kPrefetchUnit * kLaunchConsumers;
     int64_t prefetched = sh.first + static_cast<int64_t>(stages) * kLaunchConsumers;
+    const unsigned smid = sm_id();
+    if (flags & kSmGate && gate.wait_for > 0) {
+      while (load_acquire(gate.slot + smid) < gate.wait_for) {
+        if (load_acquire(gate.issued + gate.wait_for - 1) == gridDim.x) {
+          atomicAdd(gate.fallbacks, 1u);
+          break;
+        }
+      }
+    }
     unsigned s = 0;
     for (int64_t u = sh.first; u < sh.last; u += kLaunchConsumers, ++s) {
       for (; prefetched < sh.last && prefetched < u + static_cast<int64_t>(stages) * kLaunchConsumers + ahead;
@@ -419,6 +470,8 @@ __global__ void __launch_bounds__(kLaunchThreads, 2) launched_kernel(const Phase
       const unsigned n = static_cast<unsigned>(sh.last - u < kLaunchConsumers ? sh.last - u : kLaunchConsumers);
       fill_stage(ring, full, empty, s, stages, ph.units + u * kUnitBytes, n, false, 0, kLaunchConsumers);
     }
+    if (flags & kReleaseAfterIssue) asm volatile("griddepcontrol.launch_dependents;");
+    if (flags & kSmGate) atomicMax(gate.slot + smid, gate.post), atomicAdd(gate.issued + gate.post - 1, 1u);
     return;
   }
 
@@ -1083,19 +1136,30 @@ int main(int, char** argv) {
   const size_t launched_max_smem = launched_shared_bytes(phases[4], 3);  // the down projection's is the largest
   STRATA_CUDA_CHECK(cudaFuncSetAttribute(launched_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(launched_max_smem)));
+  unsigned* gate_slots = device_alloc<unsigned>(kGateSlots + 1 + phases.size());
   auto run_launched = [&](int n, int stages, int flags) {
+    if (flags & kSmGate) {  // slots and counts; the fallbacks add up over runs
+      STRATA_CUDA_CHECK(cudaMemsetAsync(gate_slots, 0, kGateSlots * 4, st));
+      STRATA_CUDA_CHECK(cudaMemsetAsync(gate_slots + kGateSlots + 1, 0, phases.size() * 4, st));
+    }
+    unsigned previous_post = 0;  // the last matmul's
     for (int p = 0; p < n; ++p) {
+      const Phase& ph = phases[static_cast<size_t>(p)];
+      const SmGate gate{gate_slots, gate_slots + kGateSlots, gate_slots + kGateSlots + 1, previous_post,
+                        static_cast<unsigned>(p + 1)};
+      if (ph.kind == kMatmul) previous_post = gate.post;
+      const int ph_stages = launched_stages(ph, stages);
       cudaLaunchAttribute attribute{};
       attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attribute.val.programmaticStreamSerializationAllowed = 1;
       cudaLaunchConfig_t config{};
       config.gridDim = dim3(static_cast<unsigned>(sms));
       config.blockDim = dim3(kLaunchThreads);
-      config.dynamicSmemBytes = launched_shared_bytes(phases[static_cast<size_t>(p)], stages);
+      config.dynamicSmemBytes = launched_shared_bytes(ph, ph_stages);
       config.stream = st;
       config.attrs = &attribute;
       config.numAttrs = 1;
-      STRATA_CUDA_CHECK(cudaLaunchKernelEx(&config, launched_kernel, phases[static_cast<size_t>(p)], stages, flags));
+      STRATA_CUDA_CHECK(cudaLaunchKernelEx(&config, launched_kernel, ph, ph_stages, flags, gate));
     }
   };
   {
@@ -1145,6 +1209,8 @@ int main(int, char** argv) {
   };
   check("counter chain", [&](int n) { run(n, 4, 0); });
   check("launched", [&](int n) { run_launched(n, 3, 0); });
+  check("launched, released after the last copy", [&](int n) { run_launched(n, 3, kReleaseAfterIssue); });
+  check("launched, gated per SM", [&](int n) { run_launched(n, 4, kSmGate); });
   if (!ok) {
     std::printf("check FAILED\n");
     return 1;
@@ -1216,9 +1282,22 @@ int main(int, char** argv) {
       {"launched: released on entry, 4 stages past the ring prefetched into L2", 4 * kPrefetchUnit},
       {"launched: released on entry, 16 stages past the ring prefetched into L2", 16 * kPrefetchUnit},
       {"launched: released on entry, 48 stages past the ring prefetched into L2", 48 * kPrefetchUnit},
-      {"launched, timing only: released on entry, no waits", kNoWaits}};
+      {"launched, timing only: released on entry, no waits", kNoWaits},
+      {"launched: released by the producer once it has issued its last copy", kReleaseAfterIssue},
+      {"launched: released on entry, copies start once the SM's previous producer has issued its last",
+       kSmGate},
+      {"launched: gated per SM as above, 4 stages past the ring prefetched into L2", kSmGate | 4 * kPrefetchUnit},
+      {"launched: gated per SM as above, 8 stages past the ring prefetched into L2", kSmGate | 8 * kPrefetchUnit}};
   for (const Variant& v : launched_variants)
-    for (int stages : {2, 3})
+    for (int stages : {2, 3, 4}) {
+      if (stages == 4 && !(v.flags & (kReleaseAfterIssue | kSmGate))) continue;
       timed_graph(v.name, stages, [&] { run_launched(static_cast<int>(phases.size()), stages, v.flags); });
+    }
+  {
+    unsigned fallbacks = 0;
+    STRATA_CUDA_CHECK(cudaMemcpy(&fallbacks, gate_slots + kGateSlots, 4, cudaMemcpyDeviceToHost));
+    std::printf("\nper-SM gate: %u producers started on the whole previous matrix's copies, not their SM's\n",
+                fallbacks);
+  }
   return dataflow(sms, st, timed_graph, h, proj, o, gu, phases) ? 0 : 1;
 }
