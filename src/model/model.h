@@ -63,7 +63,8 @@ class Model {
                        bool all_logits) = 0;
   // forward() of one token whose id lies in memory (an I32 [1] tensor on any device, such as the
   // token a GPU just picked), read where it lies, so that the step can be queued before the host
-  // knows the id. The id is not checked on the host: one outside the vocabulary embeds as zeros.
+  // knows the id. The id is not checked before the step is queued: outside the vocabulary, a GPU
+  // embeds it as zeros and the CPU backend refuses it.
   // This default reads the id back first (and so waits for it); the families override it.
   virtual void forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits);
 

@@ -50,8 +50,8 @@ Step StepRunner::prepare(const StepTokens& tokens, const ModelState& state, int6
         state.capacity);
   check(logits.numel() == (all_logits ? T * vocab : vocab), ErrorKind::kInternal,
         "forward: logits shape {}", logits.shape.str());
-  // A device id is not read here (that would wait for the work queued before it); the embedding
-  // ops turn an id outside the vocabulary into a zero row rather than read out of bounds.
+  // A device id is not read here (that would wait for the work queued before it); outside the
+  // vocabulary, the GPU's embedding gives a zero row and the CPU's refuses it.
   for (int32_t id : tokens.host)
     check(id >= 0 && id < vocab, ErrorKind::kInvalidInput,
           "token id {} is outside the vocabulary (size {})", id, vocab);
