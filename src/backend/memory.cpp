@@ -119,7 +119,11 @@ void synchronize(Device device) {
 
 Readback::Readback(Device device) : device_(device) {
 #ifdef STRATA_HAVE_CUDA
-  if (device == Device::kCuda) impl_ = std::make_shared<cuda::HostReadback>(kMaxBytes);
+  if (device == Device::kCuda) {  // sized once: a copy out never needs to wait for the one before
+    auto stage = std::make_shared<cuda::PinnedStage>();
+    stage->host(kMaxBytes);
+    impl_ = std::move(stage);
+  }
 #endif
 }
 
@@ -128,7 +132,7 @@ void Readback::start(const Tensor& src) {
         "Readback: {} bytes on {}", src.nbytes(), device_label(src.device));
 #ifdef STRATA_HAVE_CUDA
   if (device_ == Device::kCuda) {
-    static_cast<cuda::HostReadback*>(impl_.get())->start(src.data, src.nbytes());
+    static_cast<cuda::PinnedStage*>(impl_.get())->from_device(src.data, src.nbytes());
     return;
   }
 #endif
@@ -137,7 +141,7 @@ void Readback::start(const Tensor& src) {
 
 const void* Readback::wait() {
 #ifdef STRATA_HAVE_CUDA
-  if (device_ == Device::kCuda) return static_cast<cuda::HostReadback*>(impl_.get())->wait();
+  if (device_ == Device::kCuda) return static_cast<cuda::PinnedStage*>(impl_.get())->wait();
 #endif
   return host_;
 }
@@ -145,7 +149,7 @@ const void* Readback::wait() {
 Upload::Upload(Device device) : device_(device) {
 #ifdef STRATA_HAVE_CUDA
   if (device == Device::kCuda)
-    for (auto& slot : impl_) slot = std::make_shared<cuda::HostUpload>();
+    for (auto& slot : impl_) slot = std::make_shared<cuda::PinnedStage>();
 #endif
 }
 
@@ -153,7 +157,7 @@ void* Upload::host(size_t nbytes) {
 #ifdef STRATA_HAVE_CUDA
   if (device_ == Device::kCuda) {
     slot_ ^= 1;
-    return static_cast<cuda::HostUpload*>(impl_[slot_].get())->host(nbytes);
+    return static_cast<cuda::PinnedStage*>(impl_[slot_].get())->host(nbytes);
   }
 #endif
   cpu_.resize(nbytes);
@@ -164,7 +168,7 @@ void Upload::start(const Tensor& dst) {
   check(dst.device == device_, ErrorKind::kInternal, "Upload: to {}", device_label(dst.device));
 #ifdef STRATA_HAVE_CUDA
   if (device_ == Device::kCuda) {
-    static_cast<cuda::HostUpload*>(impl_[slot_].get())->start(dst.data, dst.nbytes());
+    static_cast<cuda::PinnedStage*>(impl_[slot_].get())->to_device(dst.data, dst.nbytes());
     return;
   }
 #endif

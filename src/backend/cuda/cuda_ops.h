@@ -60,34 +60,20 @@ struct DeviceTensor {
 DeviceTensor upload(const Tensor& host);
 void download(const Tensor& device, const Tensor& host);
 
-// A few bytes copied to page-locked host memory in stream order, without waiting: start() queues
-// the copy and an event behind it; wait() blocks until the event has passed and returns the bytes.
-class HostReadback {
+// Page-locked host memory for small copies that must not wait for the stream (a step's inputs
+// going in, a picked token coming out), with an event behind its last copy. host(n) returns the
+// memory once that copy has finished, growing it if needed; to_device() and from_device() queue a
+// copy and the event; wait() blocks until the event has passed and returns the memory.
+class PinnedStage {
  public:
-  explicit HostReadback(size_t bytes);
-  ~HostReadback();
-  HostReadback(const HostReadback&) = delete;
-  HostReadback& operator=(const HostReadback&) = delete;
-  void start(const void* device_src, size_t nbytes);
-  const void* wait();
-
- private:
-  void* host_ = nullptr;
-  void* event_ = nullptr;  // cudaEvent_t
-  size_t bytes_ = 0;
-};
-
-// Host-to-device copies of a step's small inputs without waiting for the stream: the bytes are
-// written into page-locked memory (host(): it first waits for that memory's previous copy, long
-// done in practice), then start() queues the copy and an event behind it.
-class HostUpload {
- public:
-  HostUpload() = default;
-  ~HostUpload();
-  HostUpload(const HostUpload&) = delete;
-  HostUpload& operator=(const HostUpload&) = delete;
+  PinnedStage() = default;
+  ~PinnedStage();
+  PinnedStage(const PinnedStage&) = delete;
+  PinnedStage& operator=(const PinnedStage&) = delete;
   void* host(size_t nbytes);
-  void start(void* device_dst, size_t nbytes);
+  void to_device(void* device_dst, size_t nbytes);
+  void from_device(const void* device_src, size_t nbytes);
+  const void* wait();
 
  private:
   void* host_ = nullptr;

@@ -94,41 +94,18 @@ void copy(const void* src, Device src_device, void* dst, Device dst_device, size
   if (dst_device == Device::kCpu) synchronize();
 }
 
-HostReadback::HostReadback(size_t bytes) : bytes_(bytes) {
-  STRATA_CUDA_CHECK(cudaMallocHost(&host_, bytes));
-  cudaEvent_t event = nullptr;
-  STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  event_ = event;
-}
-
-HostReadback::~HostReadback() {
-  cudaEventDestroy(static_cast<cudaEvent_t>(event_));
-  cudaFreeHost(host_);
-}
-
-void HostReadback::start(const void* device_src, size_t nbytes) {
-  if (nbytes > bytes_) throw_internal_error("HostReadback: more bytes than its host memory holds");
-  STRATA_CUDA_CHECK(cudaMemcpyAsync(host_, device_src, nbytes, cudaMemcpyDeviceToHost, stream()));
-  STRATA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), stream()));
-}
-
-const void* HostReadback::wait() {
-  STRATA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
-  return host_;
-}
-
-HostUpload::~HostUpload() {
+PinnedStage::~PinnedStage() {
   if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
   if (host_ != nullptr) cudaFreeHost(host_);
 }
 
-void* HostUpload::host(size_t nbytes) {
+void* PinnedStage::host(size_t nbytes) {
   if (event_ == nullptr) {
     cudaEvent_t event = nullptr;
     STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     event_ = event;
   } else {
-    STRATA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));  // the last copy has read it
+    STRATA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));  // the last copy is done with it
   }
   if (nbytes > bytes_) {
     if (host_ != nullptr) STRATA_CUDA_CHECK(cudaFreeHost(host_));
@@ -139,10 +116,21 @@ void* HostUpload::host(size_t nbytes) {
   return host_;
 }
 
-void HostUpload::start(void* device_dst, size_t nbytes) {
-  if (nbytes > bytes_) throw_internal_error("HostUpload: more bytes than its host memory holds");
+void PinnedStage::to_device(void* device_dst, size_t nbytes) {
+  if (nbytes > bytes_) throw_internal_error("PinnedStage: more bytes than its host memory holds");
   STRATA_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_, nbytes, cudaMemcpyHostToDevice, stream()));
   STRATA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), stream()));
+}
+
+void PinnedStage::from_device(const void* device_src, size_t nbytes) {
+  if (nbytes > bytes_) throw_internal_error("PinnedStage: more bytes than its host memory holds");
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(host_, device_src, nbytes, cudaMemcpyDeviceToHost, stream()));
+  STRATA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), stream()));
+}
+
+const void* PinnedStage::wait() {
+  STRATA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+  return host_;
 }
 
 void fill_zero(void* dst, size_t nbytes) {
