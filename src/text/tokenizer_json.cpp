@@ -222,8 +222,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const Json& tokenizer_json,
     suffix.push_back(parts.eos_ids.front());
   }
   if (!prefix.empty() || !suffix.empty()) {
-    parts.post_processor = chain_post_processors(std::move(parts.post_processor),
-                                                 make_affix_post_processor(prefix, suffix));
+    parts.post_processor =
+        chain_post_processors(std::move(parts.post_processor),
+                              make_affix_post_processor(std::move(prefix), std::move(suffix)));
   }
   return std::make_unique<Tokenizer>(std::move(parts));
 }
