@@ -16,6 +16,13 @@ void require_i32(const char* op, const Tensor& t, int64_t n) {
   check(t.dtype == DType::kI32 && t.numel() == n, ErrorKind::kInternal, "op {}: expected I32 [{}], got {} {}", op, n,
         dtype_name(t.dtype), t.shape.str());
 }
+// A KV cache: F32, or BF16 (values rounded to nearest even as they are stored); K and V alike.
+void require_kv_cache(const char* op, const Tensor& k_cache, const Tensor& v_cache) {
+  check((k_cache.dtype == DType::kF32 || k_cache.dtype == DType::kBF16) &&
+            v_cache.dtype == k_cache.dtype,
+        ErrorKind::kInternal, "op {}: KV caches must be F32 or BF16 (both alike), got {} and {}",
+        op, dtype_name(k_cache.dtype), dtype_name(v_cache.dtype));
+}
 bool cuda_scale_dtype(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 // What the CUDA matmul kernels take: F32, or MLX affine 4/8-bit codes in groups of 32/64/128 with
 // F32, BF16 or F16 scales and biases (one dtype for both).
@@ -123,7 +130,8 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache) {
   const bool gated = !gate_out.empty();
   const Device d = placement("qk_norm_rope_store", {&q, &k, &v, &positions, &q_out, &k_cache, &v_cache});
-  detail::require_f32("qk_norm_rope_store", {&q, &k, &v, &q_out, &k_cache, &v_cache});
+  detail::require_f32("qk_norm_rope_store", {&q, &k, &v, &q_out});
+  require_kv_cache("qk_norm_rope_store", k_cache, v_cache);
   check(q_out.rank() == 3 && k.rank() == 3, ErrorKind::kInternal, "qk_norm_rope_store: q_out {} k {}",
         q_out.shape.str(), k.shape.str());
   const int64_t T = q_out.dim(0), Hq = q_out.dim(1), D = q_out.dim(2), Hkv = k.dim(1);
@@ -156,6 +164,8 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
                int64_t kv_bound, float scale, int64_t window, const Tensor& out) {
   const Device d = placement("attention", {&q, &k_cache, &v_cache, &positions, &out});
+  detail::require_f32("attention", {&q, &out});
+  require_kv_cache("attention", k_cache, v_cache);
   require_i32("attention", positions, q.dim(0));
   check(q.rank() == 3 && k_cache.rank() == 3 && q.dim(2) == k_cache.dim(2) && q.dim(1) % k_cache.dim(1) == 0 &&
             kv_bound >= q.dim(0) && kv_bound <= k_cache.dim(0) && k_cache.shape == v_cache.shape &&

@@ -52,8 +52,9 @@ struct RopeParams {
 void rope(const Tensor& x, const Tensor& positions, const RopeParams& params);
 
 // Causal GQA attention of T new queries against a KV cache. q: [T, Hq, D]; k_cache, v_cache:
-// [capacity, Hkv, D]; positions: I32 [T] on q's device, increasing; out: [T, Hq, D]. Query t sits at
-// position positions[t] and attends to cache rows [0, positions[t]]; window > 0 limits it to the
+// [capacity, Hkv, D], F32 or BF16 (both alike; BF16 values are widened to fp32 as they are read);
+// positions: I32 [T] on q's device, increasing; out: [T, Hq, D]. Query t sits at position
+// positions[t] and attends to cache rows [0, positions[t]]; window > 0 limits it to the
 // last `window` of them. kv_bound (host) is an upper bound on positions[T-1] + 1, at most the
 // capacity: it sizes the work where positions are only known on the device (a captured graph
 // serves every step whose positions stay below its bound).
@@ -65,8 +66,9 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
 // with p = positions[t] (I32 [T] on the tensors' device). q: [T, Hq, D], or [T, Hq, 2D] where each
 // head's D query values are followed by D output-gate values (Qwen3.5), copied to gate_out
 // ([T, Hq, D]; unused otherwise). q_out: [T, Hq, D] (may be q when q is [T, Hq, D]); k, v:
-// [T, Hkv, D]; caches: [capacity, Hkv, D]. The norms are per-head RMSNorms (Qwen3, Qwen3.5), or
-// none when norm.q_w is empty.
+// [T, Hkv, D]; caches: [capacity, Hkv, D], F32 or BF16 (k and v stored rounded to nearest even; the
+// k tensor itself keeps fp32). The norms are per-head RMSNorms (Qwen3, Qwen3.5), or none when
+// norm.q_w is empty.
 struct QkNorm {
   Tensor q_w, k_w;  // [D] each
   float eps = 1e-6f;

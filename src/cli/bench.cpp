@@ -47,6 +47,7 @@ struct Settings {
   std::vector<std::string> shapes;
   std::vector<int> bits;
   Device device = Device::kCpu;
+  model::KvCacheType kv_cache = model::KvCacheType::kAuto;
   std::vector<int64_t> prompts;   // prefill lengths
   std::vector<int64_t> contexts;  // prompt lengths before a decode run
   int64_t decode = 0;             // tokens per decode run
@@ -62,6 +63,7 @@ Settings resolve(const BenchArgs& args) {
     (void)bench_shape_config(name);  // unknown names fail before any work
   s.bits = args.bits.empty() ? std::vector<int>{4, 8} : args.bits;
   s.device = backend::parse_device(args.device);
+  s.kv_cache = model::parse_kv_cache_type(args.kv_cache_type);
   s.prompts = !args.prompts.empty() ? args.prompts
               : args.quick          ? std::vector<int64_t>{16, 64}
                                     : std::vector<int64_t>{512, 4096};
@@ -205,6 +207,7 @@ struct Row {
   std::string error;  // set when the run failed
   double build_s = 0, load_s = 0, weights_gib = 0, checkpoint_gb = 0;
   int64_t parameters = 0;
+  std::string kv_cache;               // the KV cache's element type as loaded ("bf16", "f32")
   std::vector<double> prefill_tok_s;  // per prompt length
   double ttft_ms = 0, setup_ms = 0;
   std::vector<double> decode_tok_s;         // per context: steady
@@ -231,12 +234,13 @@ struct Breakdown {
 // built without CUDA graphs (STRATA_CUDA_GRAPHS is read when the model is made), so every op is
 // dispatched, and timed, on its own.
 Breakdown run_breakdown(const model::SyntheticCheckpoint& ck, const Row& row, Device device,
-                        int64_t prompt) {
+                        model::KvCacheType kv_cache, int64_t prompt) {
   std::unique_ptr<model::Model> m;
   {
     EnvOverride no_graphs("STRATA_CUDA_GRAPHS", "0");
     model::LoadOptions options;
     options.device = device;
+    options.kv_cache = kv_cache;
     m = model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), options);
   }
   const int64_t tokens = 1 + 2 * kBreakdownSteps;
@@ -302,6 +306,7 @@ Row bench_one(const std::string& shape, int bits, const Settings& s,
 
   model::LoadOptions options;
   options.device = s.device;
+  options.kv_cache = s.kv_cache;
   t0 = Clock::now();
   std::unique_ptr<model::Model> m =
       model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), options);
@@ -310,6 +315,7 @@ Row bench_one(const std::string& shape, int bits, const Settings& s,
   const model::ModelInfo info = m->info();
   row.weights_gib = static_cast<double>(info.weight_bytes) / kGiB;
   row.parameters = info.parameters;
+  row.kv_cache = std::string(model::kv_cache_type_name(info.kv_cache_dtype));
   row.mem_load_gib = used_gib(s.device);
   std::fprintf(stderr, "bench: %s: loaded in %.1f s (%.2f GiB of weights)\n", tag.c_str(),
                row.load_s, row.weights_gib);
@@ -372,7 +378,7 @@ Row bench_one(const std::string& shape, int bits, const Settings& s,
     engine.reset();  // the measured instance goes first: two would not fit some GPUs
     std::fprintf(stderr, "bench: %s: per-op breakdown of eager decode steps\n", tag.c_str());
     try {
-      breakdown = run_breakdown(ck, row, s.device, s.contexts.front());
+      breakdown = run_breakdown(ck, row, s.device, s.kv_cache, s.contexts.front());
     } catch (const std::exception& e) {
       // The row stands; the breakdown reports its own failure.
       breakdown.emplace();
@@ -438,8 +444,10 @@ std::string notes(const Settings& s, const std::vector<Row>& rows) {
       "memory and loaded on the device; {} with no stop tokens; prefill in chunks of "
       "{} tokens; one "
       "untimed warm-up request first.\n"
-      "- prefill tok/s: prompt tokens / the Engine's prefill_seconds (a max_tokens=1 request; the median of 3).\n"
-      "- TTFT: wall time of generate() for the first prompt length with max_tokens=1 (the run with the median prefill): per-request "
+      "- prefill tok/s: prompt tokens / the Engine's prefill_seconds (a max_tokens=1 request; the "
+      "median of 3).\n"
+      "- TTFT: wall time of generate() for the first prompt length with max_tokens=1 (the run with "
+      "the median prefill): per-request "
       "state setup "
       "(a KV cache for the whole context this run needs), the prefill and the first token's pick.\n"
       "- decode @C tok/s: after a C-token prompt, N = {} tokens; steady state: tokens 4..{} "
@@ -447,12 +455,13 @@ std::string notes(const Settings& s, const std::vector<Row>& rows) {
       "token 3 to token {} (token 1 comes from the prefill; the steps making tokens 2 and 3 run "
       "eagerly and capture "
       "the CUDA graph the rest replay). The whole run, (N-1)/decode_seconds, is listed below.\n"
-      "- GB read/token: weights as placed on the device (codes; scales and biases in F32 on the CPU, BF16 on a GPU; F32 norms) "
+      "- GB read/token: weights as placed on the device (codes; scales and biases in F32 on the "
+      "CPU, BF16 on a GPU; F32 norms) "
       "that a decode step "
       "reads: all of them except the embedding table, of which one row (tied: the whole table, as "
       "the lm_head); for "
-      "MoE the router, the shared expert and top-k of the routed experts; plus the F32 KV cache "
-      "over the context "
+      "MoE the router, the shared expert and top-k of the routed experts; plus the KV cache (of "
+      "the element type listed per model below) over the context "
       "(averaged over the measured steps), the new token's K and V, and the recurrent state read "
       "and written. "
       "Activations and logits are left out.\n"
@@ -465,10 +474,12 @@ std::string notes(const Settings& s, const std::vector<Row>& rows) {
       "scratch allocated): "
       "an approximation of the peak.\n",
       (s.sampling.temperature > 0.0f
-           ? fmt::format("sampling at temperature {} and top_p {} (seed 1)", s.sampling.temperature, s.sampling.top_p)
+           ? fmt::format("sampling at temperature {} and top_p {} (seed 1)", s.sampling.temperature,
+                         s.sampling.top_p)
            : std::string("greedy decoding")) +
-          (s.sampling.presence_penalty != 0.0f ? fmt::format(", presence penalty {}", s.sampling.presence_penalty)
-                                               : std::string()),
+          (s.sampling.presence_penalty != 0.0f
+               ? fmt::format(", presence penalty {}", s.sampling.presence_penalty)
+               : std::string()),
       kPrefillChunk, n, n, n);
   out += "\nPer model:\n";
   bool first = true;
@@ -481,10 +492,10 @@ std::string notes(const Settings& s, const std::vector<Row>& rows) {
                             length_label(s.contexts[i]));
     const double params = static_cast<double>(r.parameters);
     out += fmt::format(
-        "- {} {}-bit: {} parameters; checkpoint of {} GB built in {:.1f} s; request setup "
-        "{} ms of the TTFT; whole-run decode tok/s {}.{}\n",
+        "- {} {}-bit: {} parameters; KV cache {}; checkpoint of {} GB built in {:.1f} s; request "
+        "setup {} ms of the TTFT; whole-run decode tok/s {}.{}\n",
         r.model, r.bits, params >= 1e9 ? num(params / 1e9) + " B" : num(params / 1e6) + " M",
-        num(r.checkpoint_gb), r.build_s, num(std::max(r.setup_ms, 0.0)), decode,
+        r.kv_cache, num(r.checkpoint_gb), r.build_s, num(std::max(r.setup_ms, 0.0)), decode,
         r.traffic_warning.empty() ? "" : " Warning: " + r.traffic_warning + ".");
   }
   if (first) out += "- none measured.\n";

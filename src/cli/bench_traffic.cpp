@@ -34,8 +34,8 @@ DecodeTraffic decode_traffic(const model::ModelConfig& c,
         c.family == model::Family::kDense || c.layer_kinds[l] == model::LayerKind::kFullAttention;
     (attention ? attention_layers : recurrent_layers)++;
   }
-  const double kv_row =
-      2.0 * static_cast<double>(c.num_kv_heads * c.head_dim) * sizeof(float);  // K and V
+  const double kv_row = 2.0 * static_cast<double>(c.num_kv_heads * c.head_dim) *
+                        static_cast<double>(dtype_size(c.kv_cache_dtype));  // K and V
   t.kv_per_token = static_cast<double>(attention_layers) * kv_row;
   t.window = static_cast<double>(c.sliding_window);
   const model::LinearAttentionConfig& la = c.linear;

@@ -70,7 +70,8 @@ OrderedJson assistant_message(const text::chat::ParsedMessage& m) {
 int run_chat(const ChatArgs& args) {
   auto tokenizer = text::Tokenizer::load(args.model);
   const auto chat_template = text::chat::ChatTemplate::load(args.model, args.chat_template);
-  auto model = model::load_model(args.model, load_options(args.quantize, args.device));
+  auto model =
+      model::load_model(args.model, load_options(args.quantize, args.device, args.kv_cache_type));
   std::vector<int32_t> stop_ids = tokenizer->eos_ids();
   for (int32_t id : model->config().eos_token_ids)
     if (std::find(stop_ids.begin(), stop_ids.end(), id) == stop_ids.end()) stop_ids.push_back(id);

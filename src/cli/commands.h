@@ -21,6 +21,7 @@ struct GenerateArgs {
   uint64_t seed = 0;
   std::string quantize;  // "", "q4", "q8"
   std::string device = "auto";  // cpu, cuda or auto
+  std::string kv_cache_type = "auto";  // auto, f32 or bf16
   int64_t ctx_size = 4096;
   bool json = false;
   bool ignore_eos = false;
@@ -31,6 +32,7 @@ struct InfoArgs {
   std::string model;
   std::string quantize;
   std::string device = "auto";
+  std::string kv_cache_type = "auto";  // auto, f32 or bf16
   int64_t ctx_size = 4096;
   bool json = false;
 };
@@ -58,6 +60,7 @@ struct ServeArgs {
   std::vector<std::string> alias;  // names requests may use for the model; the first is reported
   std::string quantize;
   std::string device = "auto";
+  std::string kv_cache_type = "auto";  // auto, f32 or bf16
   double shutdown_timeout = 30;  // seconds generations may run on after SIGINT/SIGTERM
   std::string think_config;      // JSON file replacing the built-in think control config
 };
@@ -76,6 +79,7 @@ struct ChatArgs {
   uint64_t seed = 0;
   std::string quantize;
   std::string device = "auto";
+  std::string kv_cache_type = "auto";  // auto, f32 or bf16
   bool no_thinking = false;
 };
 int run_chat(const ChatArgs& args);
@@ -94,6 +98,7 @@ struct BenchArgs {
   std::vector<std::string> shapes;  // empty: the five real shapes (cli/bench_shapes.h)
   std::vector<int> bits;            // 4 and/or 8; empty: both
   std::string device = "auto";
+  std::string kv_cache_type = "auto";  // auto, f32 or bf16
   std::vector<int64_t> prompts;   // prefill lengths; empty: 512, 4096 (--quick: 16, 64)
   int64_t decode = 0;             // tokens per decode run; 0: 128 (--quick: 8)
   std::vector<int64_t> contexts;  // prompts before decoding; empty: 512, 16384 (--quick: 16, 64)

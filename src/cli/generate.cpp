@@ -13,7 +13,8 @@ namespace strata::cli {
 
 int run_generate(const GenerateArgs& args) {
   auto tokenizer = text::Tokenizer::load(args.model);
-  auto model = model::load_model(args.model, load_options(args.quantize, args.device));
+  auto model =
+      model::load_model(args.model, load_options(args.quantize, args.device, args.kv_cache_type));
 
   runtime::GenerationRequest request;
   request.prompt = tokenizer->encode(args.prompt, /*add_special_tokens=*/true);

@@ -23,17 +23,25 @@ std::string human_bytes(double b) {
 }  // namespace
 
 int run_info(const InfoArgs& args) {
-  auto model = model::load_model(args.model, load_options(args.quantize, args.device));
+  auto model =
+      model::load_model(args.model, load_options(args.quantize, args.device, args.kv_cache_type));
   const model::ModelInfo i = model->info();
   const model::ModelConfig& c = model->config();
   const size_t state = i.state_bytes_fixed + i.state_bytes_per_token * static_cast<size_t>(args.ctx_size);
   if (args.json) {
-    Json out = {{"family", i.family},           {"layers", i.layers},
-                {"attention_layers", i.attention_layers}, {"recurrent_layers", i.recurrent_layers},
-                {"parameters", i.parameters},   {"quantization", i.quantization},
-                {"weight_bytes", i.weight_bytes}, {"state_bytes", state},
-                {"context_size", args.ctx_size}, {"vocab_size", c.vocab_size},
-                {"hidden_size", c.hidden_size}, {"mtp_layers", i.mtp_layers},
+    Json out = {{"family", i.family},
+                {"layers", i.layers},
+                {"attention_layers", i.attention_layers},
+                {"recurrent_layers", i.recurrent_layers},
+                {"parameters", i.parameters},
+                {"quantization", i.quantization},
+                {"weight_bytes", i.weight_bytes},
+                {"state_bytes", state},
+                {"kv_cache_type", model::kv_cache_type_name(i.kv_cache_dtype)},
+                {"context_size", args.ctx_size},
+                {"vocab_size", c.vocab_size},
+                {"hidden_size", c.hidden_size},
+                {"mtp_layers", i.mtp_layers},
                 {"device", backend::device_label(model->device())},
                 {"fingerprint", model->fingerprint()}};
     std::cout << out.dump(2) << "\n";
@@ -48,12 +56,15 @@ int run_info(const InfoArgs& args) {
       "parameters      {} ({:.1f} M)\n"
       "quantization    {}\n"
       "weights         {} (as loaded on {})\n"
-      "state           {} for a {}-token context\n"
+      "state           {} for a {}-token context (KV cache {})\n"
       "memory needed   {}\n"
       "fingerprint     {}\n",
-      i.family, i.layers, i.attention_layers, i.recurrent_layers, i.mtp_layers, c.hidden_size, c.num_heads, c.num_kv_heads,
-      c.head_dim, c.vocab_size, i.parameters, static_cast<double>(i.parameters) / 1e6, i.quantization,
-      human_bytes(static_cast<double>(i.weight_bytes)), backend::device_name(model->device()), human_bytes(static_cast<double>(state)), args.ctx_size,
+      i.family, i.layers, i.attention_layers, i.recurrent_layers, i.mtp_layers, c.hidden_size,
+      c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, i.parameters,
+      static_cast<double>(i.parameters) / 1e6, i.quantization,
+      human_bytes(static_cast<double>(i.weight_bytes)), backend::device_name(model->device()),
+      human_bytes(static_cast<double>(state)), args.ctx_size,
+      model::kv_cache_type_name(i.kv_cache_dtype),
       human_bytes(static_cast<double>(i.weight_bytes + state)), model->fingerprint());
   return 0;
 }

@@ -9,6 +9,17 @@
 #include "core/error.h"
 #include "core/log.h"
 
+namespace {
+// --kv-cache-type, shared by the commands that load a model.
+void add_kv_cache_option(CLI::App& cmd, std::string& target) {
+  cmd.add_option(
+         "--kv-cache-type", target,
+         "KV cache element type: auto (bf16 where the checkpoint is 16-bit or MLX-quantized, f32 "
+         "for an f32 one), f32 or bf16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace strata::cli;
   CLI::App app{"strata: LLM inference engine and OpenAI-compatible server"};
@@ -31,6 +42,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"q4", "q8", "none"}));
   generate->add_option("--device", gen.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  add_kv_cache_option(*generate, gen.kv_cache_type);
   generate->add_option("--ctx-size,-c", gen.ctx_size)->check(CLI::PositiveNumber);
   generate->add_flag("--json", gen.json, "Print one JSON object instead of streaming text");
   generate->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at end-of-sequence tokens");
@@ -41,6 +53,7 @@ int main(int argc, char** argv) {
   info_cmd->add_option("--quantize", info.quantize)->check(CLI::IsMember({"q4", "q8", "none"}));
   info_cmd->add_option("--device", info.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  add_kv_cache_option(*info_cmd, info.kv_cache_type);
   info_cmd->add_option("--ctx-size,-c", info.ctx_size)->check(CLI::PositiveNumber);
   info_cmd->add_flag("--json", info.json);
 
@@ -70,6 +83,7 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--quantize", serve.quantize, "Quantize on load: q4 or q8")->check(CLI::IsMember({"q4", "q8", "none"}));
   serve_cmd->add_option("--device", serve.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  add_kv_cache_option(*serve_cmd, serve.kv_cache_type);
   serve_cmd->add_option("--shutdown-timeout", serve.shutdown_timeout, "Seconds generations may finish after SIGINT/SIGTERM")
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--think-config", serve.think_config,
@@ -90,6 +104,7 @@ int main(int argc, char** argv) {
   chat_cmd->add_option("--quantize", chat.quantize)->check(CLI::IsMember({"q4", "q8", "none"}));
   chat_cmd->add_option("--device", chat.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  add_kv_cache_option(*chat_cmd, chat.kv_cache_type);
   chat_cmd->add_flag("--no-thinking", chat.no_thinking, "Ask the template for answers without reasoning (enable_thinking=false)");
 
   RenderArgs render;
@@ -118,6 +133,7 @@ int main(int argc, char** argv) {
       ->add_option("--device", bench.device,
                    "Where to run: cuda, cpu or auto (the GPU when there is one)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  add_kv_cache_option(*bench_cmd, bench.kv_cache_type);
   bench_cmd->add_option("--prompt", bench.prompts, "Prefill lengths in tokens (default 512,4096)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);

@@ -1,4 +1,5 @@
-// --quantize q4|q8 → MLX affine quantization on load, group size 64 (MLX's default); --device.
+// --quantize q4|q8 → MLX affine quantization on load, group size 64 (MLX's default); --device;
+// --kv-cache-type.
 #include "cli/model_loading.h"
 
 #include <cstdlib>
@@ -9,9 +10,11 @@
 
 namespace strata::cli {
 
-model::LoadOptions load_options(const std::string& quantize, const std::string& device) {
+model::LoadOptions load_options(const std::string& quantize, const std::string& device,
+                                const std::string& kv_cache_type) {
   model::LoadOptions options;
   options.device = backend::parse_device(device);
+  options.kv_cache = model::parse_kv_cache_type(kv_cache_type);
   if (quantize.empty() || quantize == "none") return options;
   if (quantize == "q4") {
     options.quantize = formats::QuantParams{4, 64};

@@ -98,7 +98,8 @@ int run_serve(const ServeArgs& args) {
   auto tokenizer = text::Tokenizer::load(args.model);
   const text::chat::ChatTemplate chat_template =
       text::chat::ChatTemplate::load(args.model, args.chat_template);
-  auto model = model::load_model(args.model, load_options(args.quantize, args.device));
+  auto model =
+      model::load_model(args.model, load_options(args.quantize, args.device, args.kv_cache_type));
   const int64_t ctx = context_size(args.ctx_size, model->config());
   runtime::Engine engine(std::move(model), runtime::EngineOptions{.context_size = ctx});
 

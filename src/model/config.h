@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/json.h"
 
 namespace strata::model {
@@ -81,6 +82,9 @@ struct ModelConfig {
   LinearAttentionConfig linear;
   MoeConfig moe;
   int64_t mtp_layers = 0;  // multi-token-prediction blocks in the checkpoint (used for drafting)
+
+  // Not from config.json: the KV cache's element type, chosen at load (LoadOptions::kv_cache).
+  DType kv_cache_dtype = DType::kF32;
 
   int64_t rotary_dim() const;
   bool is_moe_layer(int64_t layer) const;

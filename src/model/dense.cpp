@@ -41,7 +41,10 @@ class DenseModel final : public Model {
     i.layers = i.attention_layers = config_.num_layers;
     i.parameters = weights_->parameter_count();
     i.weight_bytes = weights_->weight_bytes();
-    i.state_bytes_per_token = static_cast<size_t>(2 * config_.num_layers * config_.num_kv_heads * config_.head_dim) * 4;
+    i.state_bytes_per_token =
+        static_cast<size_t>(2 * config_.num_layers * config_.num_kv_heads * config_.head_dim) *
+        dtype_size(config_.kv_cache_dtype);
+    i.kv_cache_dtype = config_.kv_cache_dtype;
     i.quantization = weights_->quantization();
     return i;
   }
@@ -53,7 +56,8 @@ class DenseModel final : public Model {
     for (int64_t l = 0; l < config_.num_layers; ++l) {
       for (const char* kv : {"k", "v"}) {
         s.buffers.push_back({fmt::format("layers.{}.{}", l, kv),
-                             backend::Buffer(device_, DType::kF32, {capacity, config_.num_kv_heads, config_.head_dim}),
+                             backend::Buffer(device_, config_.kv_cache_dtype,
+                                             {capacity, config_.num_kv_heads, config_.head_dim}),
                              true});
       }
     }

@@ -88,6 +88,41 @@ ModelConfig config_from_gguf(const formats::GgufFile& gguf) {
   return c;
 }
 
+// The KV cache's element type: as asked, or for kAuto BF16 when the checkpoint holds 16-bit floats.
+DType kv_cache_dtype(KvCacheType type, bool sixteen_bit_checkpoint) {
+  switch (type) {
+    case KvCacheType::kF32:
+      return DType::kF32;
+    case KvCacheType::kBF16:
+      return DType::kBF16;
+    case KvCacheType::kAuto:
+      break;
+  }
+  return sixteen_bit_checkpoint ? DType::kBF16 : DType::kF32;
+}
+
+// Whether a safetensors checkpoint computes in 16-bit floats: config.json's "dtype" ("torch_dtype"
+// before transformers 4.56; a nested text_config's first) where it names one, as vLLM's "auto"
+// follows it, else whether any stored tensor is BF16/F16 (MLX-quantized checkpoints: the scales).
+bool sixteen_bit_checkpoint(const Json& config, const formats::WeightStore& store) {
+  for (const Json* level :
+       {config.contains("text_config") ? &config["text_config"] : nullptr, &config}) {
+    if (level == nullptr || !level->is_object()) continue;
+    for (const char* key : {"dtype", "torch_dtype"}) {
+      const auto it = level->find(key);
+      if (it == level->end() || !it->is_string()) continue;
+      const std::string name = it->get<std::string>();
+      if (name == "bfloat16" || name == "float16") return true;
+      if (name == "float32") return false;
+    }
+  }
+  for (const auto& name : store.names()) {
+    const DType t = store.get(name).dtype;
+    if (t == DType::kBF16 || t == DType::kF16) return true;
+  }
+  return false;
+}
+
 // Weights quantized on load differ from the checkpoint's, so the options are part of the identity.
 std::string load_variant(const LoadOptions& options) {
   return options.quantize ? fmt::format("|quantize:q{}g{}", options.quantize->bits, options.quantize->group_size) : "";
@@ -115,11 +150,22 @@ std::unique_ptr<Model> build_from_store(const std::string& config_text, const Js
           t.nbytes());
     }
   });
+  config.kv_cache_dtype =
+      kv_cache_dtype(options.kv_cache, sixteen_bit_checkpoint(config_json, store));
   auto weights = std::make_unique<WeightLoader>(std::move(store), config_json, options);
   return build(std::move(config), std::move(weights), std::move(fp));
 }
 
 }  // namespace
+
+KvCacheType parse_kv_cache_type(std::string_view text, std::string_view what) {
+  if (text == "auto") return KvCacheType::kAuto;
+  if (text == "f32") return KvCacheType::kF32;
+  if (text == "bf16") return KvCacheType::kBF16;
+  fail(ErrorKind::kInvalidInput, "{} must be auto, f32 or bf16, got '{}'", what, text);
+}
+
+std::string_view kv_cache_type_name(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "f32"; }
 
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
   check(fs::exists(path), ErrorKind::kNotFound, "model path {} does not exist", path);
@@ -128,6 +174,10 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
           "{}: expected a model directory (config.json + *.safetensors) or a .gguf file", path);
     auto gguf = std::make_shared<formats::GgufFile>(path);
     ModelConfig config = config_from_gguf(*gguf);
+    bool sixteen_bit = false;  // any tensor not F32 (llama.cpp's own cache is f16)
+    for (const auto& t : gguf->tensors())
+      sixteen_bit = sixteen_bit || formats::ggml_type_name(t.type) != "F32";
+    config.kv_cache_dtype = kv_cache_dtype(options.kv_cache, sixteen_bit);
     std::string fp = fingerprint_of(gguf->metadata().dump(-1, ' ', false, Json::error_handler_t::replace) + load_variant(options), [&](auto&& add) {
       for (const auto& t : gguf->tensors())
         add(t.name, formats::ggml_type_name(t.type), t.shape().str(), t.data, t.nbytes);

@@ -39,6 +39,7 @@ struct ModelInfo {
   int64_t parameters = 0;
   size_t weight_bytes = 0;
   size_t state_bytes_per_token = 0;  // KV cache growth
+  DType kv_cache_dtype = DType::kF32;  // the KV cache's element type
   size_t state_bytes_fixed = 0;      // recurrent state per sequence
   std::string quantization;
   int64_t mtp_layers = 0;  // multi-token-prediction blocks loaded (for speculative decoding)

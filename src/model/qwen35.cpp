@@ -98,7 +98,9 @@ class Qwen35Model final : public Model {
     i.parameters = weights_->parameter_count();
     i.weight_bytes = weights_->weight_bytes();
     i.state_bytes_per_token =
-        static_cast<size_t>(2 * i.attention_layers * config_.num_kv_heads * config_.head_dim) * sizeof(float);
+        static_cast<size_t>(2 * i.attention_layers * config_.num_kv_heads * config_.head_dim) *
+        dtype_size(config_.kv_cache_dtype);
+    i.kv_cache_dtype = config_.kv_cache_dtype;
     const LinearAttentionConfig& la = config_.linear;
     i.state_bytes_fixed = static_cast<size_t>(i.recurrent_layers) * sizeof(float) *
                           static_cast<size_t>((la.conv_kernel - 1) * la.conv_dim() +
@@ -502,8 +504,10 @@ ModelState make_hybrid_state(const ModelConfig& c, int64_t capacity, Device devi
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (c.layer_kinds[l] == LayerKind::kFullAttention) {
       for (const char* kv : {"k", "v"})
-        s.buffers.push_back({fmt::format("layers.{}.{}", l, kv),
-                             backend::Buffer(device, DType::kF32, {capacity, c.num_kv_heads, c.head_dim}), true});
+        s.buffers.push_back(
+            {fmt::format("layers.{}.{}", l, kv),
+             backend::Buffer(device, c.kv_cache_dtype, {capacity, c.num_kv_heads, c.head_dim}),
+             true});
     } else {
       s.buffers.push_back(
           {fmt::format("layers.{}.conv", l), backend::Buffer(device, DType::kF32, {la.conv_kernel - 1, la.conv_dim()}),

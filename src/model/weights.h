@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/memory.h"
@@ -18,10 +19,21 @@
 
 namespace strata::model {
 
+// The KV cache's element type. kAuto follows the checkpoint, as vLLM's "auto" does: BF16 when
+// config.json's dtype is bfloat16 or float16, F32 when it is float32; without one, BF16 when any
+// tensor is BF16/F16 (MLX-quantized checkpoints: their scales); for a GGUF file, BF16 when any
+// tensor is not F32 (llama.cpp caches in f16).
+enum class KvCacheType { kAuto, kF32, kBF16 };
+// "auto", "f32" or "bf16"; anything else is a kInvalidInput error naming `what`.
+KvCacheType parse_kv_cache_type(std::string_view text, std::string_view what = "--kv-cache-type");
+// A resolved KV cache dtype as the option spells it: "f32" or "bf16".
+std::string_view kv_cache_type_name(DType dtype);
+
 struct LoadOptions {
   std::optional<formats::QuantParams> quantize;  // quantize float matrices on load
   std::string config_override;                   // tests: load with this config.json text instead
   Device device = Device::kCpu;                  // where the weights are placed
+  KvCacheType kv_cache = KvCacheType::kAuto;     // sets ModelConfig::kv_cache_dtype
 };
 
 class WeightLoader {

@@ -206,8 +206,10 @@ void Sequence::deserialize(std::span<const uint8_t> bytes) {
       const auto dim = r.get<int64_t>("shape");
       same = (d == 0 && b.token_indexed) ? dim >= n : dim == t.dim(d);
     }
-    check(same, ErrorKind::kInvalidInput, "state section '{}' does not match this model's buffer {}", name,
-          t.shape.str());
+    check(same, ErrorKind::kInvalidInput,
+          "state section '{}' does not match this model's buffer ({} {}){}", name,
+          dtype_name(t.dtype), t.shape.str(),
+          b.token_indexed ? "; was it saved with another --kv-cache-type?" : "");
     const auto nbytes = r.get<uint64_t>("section size");
     check(nbytes == stored_bytes(b, n), ErrorKind::kInvalidInput, "state section '{}' has {} bytes; expected {}",
           name, nbytes, stored_bytes(b, n));

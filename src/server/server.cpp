@@ -181,6 +181,7 @@ struct Server::Impl {
               {"memory",
                {{"weights_bytes", info.weight_bytes},
                 {"state_bytes_per_token", info.state_bytes_per_token},
+                {"kv_cache_type", model::kv_cache_type_name(info.kv_cache_dtype)},
                 {"resident_bytes", mem.resident_bytes}}},
               {"requests",
                {{"waiting", q.waiting},

@@ -6,11 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "backend/cpu/cpu_ops.h"
 #include "backend/gdn.h"
 #include "backend/moe.h"
-#include "backend/cpu/cpu_ops.h"
 #include "backend/ops.h"
 #include "backend/tensor_test_util.h"
 #include "core/error.h"
@@ -248,6 +249,50 @@ TEST(FusedOps, QkNormRopeStoreEqualsSplitNormRopeAndStores) {
     EXPECT_TRUE(same_bits(k, k_ref)) << c.name << " k";
     EXPECT_TRUE(same_bits(kc, kc_ref)) << c.name << " k cache";
     EXPECT_TRUE(same_bits(vc, vc_ref)) << c.name << " v cache";
+  }
+}
+
+// Into BF16 caches the op stores what it stores into F32 ones, rounded to nearest even (rows it
+// does not write keep their values); q_out, the gate and k are the F32 run's to the bit.
+TEST(FusedOps, QkNormRopeStoreRoundsIntoBf16Caches) {
+  for (const AttnCase& c : kAttnCases) {
+    const int64_t T = 3, capacity = 10, W = c.gated ? 2 * c.D : c.D;
+    const HostTensor q = random_tensor({T, c.Hq, W}, 1), k0 = random_tensor({T, c.Hkv, c.D}, 2),
+                     v = random_tensor({T, c.Hkv, c.D}, 3);
+    const HostTensor qw = random_tensor({c.D}, 4, 0.3f), kw = random_tensor({c.D}, 5, 0.3f);
+    const HostTensor positions = int_tensor({2, 7, 9});
+    backend::RopeParams rope{inv_freq(c.rotary_dim, 10000.0f), c.rotary_dim, c.neox, 1.0f};
+    HostTensor cache_f32;
+    const HostTensor cache_bf16 =
+        test::rounded(random_tensor({capacity, c.Hkv, c.D}, 6), DType::kBF16, cache_f32);
+    backend::QkNorm norm;
+    if (c.norm) norm = {qw, kw, 1e-6f, c.one_plus_w};
+
+    struct Run {
+      HostTensor q_out, gate, k, kc, vc;
+    };
+    auto run = [&](const HostTensor& cache0) {
+      Run r{c.gated ? HostTensor(DType::kF32, {T, c.Hq, c.D}) : clone(q),
+            HostTensor(DType::kF32, {T, c.Hq, c.D}), clone(k0), clone(cache0), clone(cache0)};
+      backend::qk_norm_rope_store(c.gated ? q.view() : r.q_out.view(), r.k, v, norm, rope,
+                                  positions, r.q_out, c.gated ? r.gate.view() : Tensor{}, r.kc,
+                                  r.vc);
+      return r;
+    };
+    const Run want = run(cache_f32), got = run(cache_bf16);
+    EXPECT_TRUE(same_bits(got.q_out, want.q_out)) << c.name << " q";
+    if (c.gated) {
+      EXPECT_TRUE(same_bits(got.gate, want.gate)) << c.name << " gate";
+    }
+    EXPECT_TRUE(same_bits(got.k, want.k)) << c.name << " k";
+    const std::tuple<const HostTensor*, const HostTensor*, const char*> caches[] = {
+        {&got.kc, &want.kc, "k cache"}, {&got.vc, &want.vc, "v cache"}};
+    for (const auto& [cache, ref, what] : caches) {
+      int64_t bad = 0;
+      for (int64_t i = 0; i < ref->numel(); ++i)
+        bad += cache->as<uint16_t>()[i] != f32_to_bf16(ref->as<float>()[i]);
+      EXPECT_EQ(bad, 0) << c.name << " " << what;
+    }
   }
 }
 

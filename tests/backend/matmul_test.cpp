@@ -3,12 +3,15 @@
 // attention against direct formulas.
 #include <gtest/gtest.h>
 
-#include <limits>
-
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
+#include <tuple>
+#include <vector>
 
 #include "backend/ops.h"
+#include "backend/tensor_test_util.h"
 #include "formats/mlx_quant.h"
 
 namespace strata {
@@ -165,6 +168,35 @@ TEST(Attention, SingleKeyReturnsItsValueAndCausalMaskHolds) {
   backend::attention(q, k, v, int_tensor({1, 3}), 4, 1.0f, 2, out2);
   EXPECT_FLOAT_EQ(out2.as<float>()[0], 20.0f);  // keys 0, 1 with equal scores
   EXPECT_FLOAT_EQ(out2.as<float>()[1], 30.0f);
+}
+
+// A BF16 cache reads as the F32 cache of its values: the same outputs to the bit, for a decode step
+// and a prefill, with GQA and a window. Mixed cache dtypes, or a cache of another dtype, are
+// refused.
+TEST(Attention, Bf16CacheEqualsTheF32CacheOfItsValues) {
+  const int64_t capacity = 40, Hkv = 2, Hq = 6, D = 16;
+  HostTensor k_f32, v_f32;
+  const HostTensor k_bf16 =
+      test::rounded(test::random_tensor({capacity, Hkv, D}, 7), DType::kBF16, k_f32);
+  const HostTensor v_bf16 =
+      test::rounded(test::random_tensor({capacity, Hkv, D}, 8), DType::kBF16, v_f32);
+  const std::tuple<int32_t, int32_t, int64_t> cases[] = {{1, 30, 0}, {5, 20, 0}, {9, 0, 4}};
+  for (const auto& [T, start, window] : cases) {
+    const HostTensor q = test::random_tensor({T, Hq, D}, 9);
+    std::vector<int32_t> pos;
+    for (int32_t t = 0; t < T; ++t) pos.push_back(start + t);
+    const HostTensor positions = test::int_tensor(pos);
+    HostTensor want(DType::kF32, {T, Hq, D}), got(DType::kF32, {T, Hq, D});
+    backend::attention(q, k_f32, v_f32, positions, capacity, 0.25f, window, want);
+    backend::attention(q, k_bf16, v_bf16, positions, capacity, 0.25f, window, got);
+    EXPECT_EQ(std::memcmp(got.as<void>(), want.as<void>(), want.view().nbytes()), 0)
+        << "T " << T << " start " << start << " window " << window;
+  }
+  const HostTensor q = test::random_tensor({1, Hq, D}, 9), positions = int_tensor({3});
+  HostTensor out(DType::kF32, {1, Hq, D});
+  EXPECT_THROW(backend::attention(q, k_bf16, v_f32, positions, capacity, 1.0f, 0, out), Error);
+  const HostTensor k_i32(DType::kI32, {capacity, Hkv, D}), v_i32(DType::kI32, {capacity, Hkv, D});
+  EXPECT_THROW(backend::attention(q, k_i32, v_i32, positions, capacity, 1.0f, 0, out), Error);
 }
 
 TEST(StoreRows, WritesEachRowAtItsPosition) {

@@ -111,25 +111,34 @@ TEST(BenchCli, PrintsTheCommandDeviceAndOneRowPerShapeAndWidth) {
 }
 
 TEST(BenchCli, BytesPerDecodeTokenMatchACountByHand) {
-  const CliResult r =
-      strata_cli("bench --device cpu --shape tiny-dense --bits 8 --quick", /*merge_stderr=*/false);
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const Table t = parse_table(r.out);
-  ASSERT_EQ(t.rows.size(), 1u) << r.out;
-  // tiny-dense: llama, vocab 1024, hidden 128, FFN 256, 2 layers, 4 query / 2 KV heads of 32,
-  // untied. At 8 bits an R x C matrix occupies R·C bytes of codes plus F32 scales and biases per 64
-  // columns: 1.125·R·C. Per layer q, o 128x128; k, v 64x128; gate, up 256x128; down 128x256 =
-  // 147456·1.125 bytes, and two F32 norms of 128. Then the final norm, the whole lm_head and one
-  // embedding row.
-  const double layer = 147456 * 1.125 + 2 * 128 * 4;
-  const double weights = 2 * layer + 128 * 4 + 1024 * 128 * 1.125 + 128 * 1.125;
-  // F32 K and V: 2 layers x 2 x 64 values x 4 bytes per token attended, plus the new token's write.
-  const double kv = 2 * 2 * 64 * 4;
-  // --quick decodes 8 tokens; the rate covers tokens 4..8, made by steps attending over prompt + 3
-  // … prompt + 7 tokens: prompt + 5 on average.
-  for (const auto& [column, prompt] : {std::pair{8, 16}, std::pair{11, 64}}) {
-    const double expected_gb = (weights + kv * (prompt + 5) + kv) / 1e9;
-    EXPECT_NEAR(number(t.rows[0][column]), expected_gb, expected_gb * 0.005) << t.header[column];
+  // The KV cache: BF16 by default (the synthetic checkpoints hold BF16 scales, so "auto" picks it),
+  // or F32 when asked.
+  for (const auto& [kv_option, kv_bytes] :
+       {std::pair{"", 2}, std::pair{" --kv-cache-type f32", 4}}) {
+    SCOPED_TRACE(kv_option);
+    const CliResult r = strata_cli(
+        std::string("bench --device cpu --shape tiny-dense --bits 8 --quick") + kv_option,
+        /*merge_stderr=*/false);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const Table t = parse_table(r.out);
+    ASSERT_EQ(t.rows.size(), 1u) << r.out;
+    EXPECT_NE(r.out.find(kv_bytes == 2 ? "KV cache bf16" : "KV cache f32"), std::string::npos)
+        << r.out;
+    // tiny-dense: llama, vocab 1024, hidden 128, FFN 256, 2 layers, 4 query / 2 KV heads of 32,
+    // untied. At 8 bits an R x C matrix occupies R·C bytes of codes plus F32 scales and biases per
+    // 64 columns: 1.125·R·C. Per layer q, o 128x128; k, v 64x128; gate, up 256x128; down 128x256 =
+    // 147456·1.125 bytes, and two F32 norms of 128. Then the final norm, the whole lm_head and one
+    // embedding row.
+    const double layer = 147456 * 1.125 + 2 * 128 * 4;
+    const double weights = 2 * layer + 128 * 4 + 1024 * 128 * 1.125 + 128 * 1.125;
+    // K and V: 2 layers x 2 x 64 values per token attended, plus the new token's write.
+    const double kv = 2 * 2 * 64 * kv_bytes;
+    // --quick decodes 8 tokens; the rate covers tokens 4..8, made by steps attending over prompt +
+    // 3 … prompt + 7 tokens: prompt + 5 on average.
+    for (const auto& [column, prompt] : {std::pair{8, 16}, std::pair{11, 64}}) {
+      const double expected_gb = (weights + kv * (prompt + 5) + kv) / 1e9;
+      EXPECT_NEAR(number(t.rows[0][column]), expected_gb, expected_gb * 0.005) << t.header[column];
+    }
   }
 }
 

@@ -66,6 +66,12 @@ TEST(Cli, InfoDescribesTheModel) {
   EXPECT_EQ(j["family"], "llama");
   EXPECT_EQ(j["layers"], 5);
   EXPECT_EQ(j["vocab_size"], 512);
+  EXPECT_EQ(j["kv_cache_type"], "f32");  // auto, for a checkpoint of F32 tensors
+  const CliResult b = strata_cli("info -m " + stories() + " --json --kv-cache-type bf16");
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  const Json jb = Json::parse(b.out);
+  EXPECT_EQ(jb["kv_cache_type"], "bf16");
+  EXPECT_LT(jb["state_bytes"].get<int64_t>(), j["state_bytes"].get<int64_t>());
 }
 
 TEST(Cli, MissingModelIsAClearError) {
@@ -92,6 +98,7 @@ TEST(Cli, CorruptModelIsAClearError) {
 TEST(Cli, BadUsageExitsWithTwo) {
   EXPECT_EQ(strata_cli("generate --max-tokens lots").exit_code, 2);  // not a number
   EXPECT_EQ(strata_cli("generate -m x --quantize q5").exit_code, 2);  // not q4/q8
+  EXPECT_EQ(strata_cli("generate -m x --kv-cache-type fp8").exit_code, 2);  // not auto/f32/bf16
   EXPECT_EQ(strata_cli("frobnicate").exit_code, 2);
 }
 

@@ -115,6 +115,32 @@ TEST_P(CudaModels, QuantizedWeightsAgreeWithTheCpu) {
   }
 }
 
+// BF16 KV caches on the GPU and on the CPU hold the same rounded keys and values (up to the rare
+// rounding step that an fp32 difference in k tips), so the float tolerance holds for the prompt's
+// logits (prefill: tiles widened in shared memory) and for decode steps (keys widened in
+// registers).
+TEST_P(CudaModels, Bf16KvCacheAgreesWithTheCpu) {
+  const test::Golden g = test::load_golden(GetParam());
+  model::LoadOptions c = on(Device::kCpu), d = on(Device::kCuda);
+  c.kv_cache = d.kv_cache = model::KvCacheType::kBF16;
+  auto cpu = model::load_model(path(), c);
+  auto gpu = model::load_model(path(), d);
+  ASSERT_EQ(gpu->config().kv_cache_dtype, DType::kBF16);
+  const std::vector<int32_t> prompt(g.prompt.begin(), g.prompt.begin() + 24);
+  const std::vector<float> a = decode_logits(*cpu, prompt, 12), b = decode_logits(*gpu, prompt, 12);
+  const float decode_diff = test::max_abs_diff(a.data(), b.data(), static_cast<int64_t>(a.size()));
+  EXPECT_LT(decode_diff, kFloatTolerance);
+  const int64_t T = static_cast<int64_t>(g.prompt.size()), V = cpu->config().vocab_size;
+  HostTensor lc(DType::kF32, {T, V}), lg(DType::kF32, {T, V});
+  model::ModelState sc = cpu->new_state(T), sg = gpu->new_state(T);
+  cpu->forward(g.prompt, sc, lc, true);
+  gpu->forward(g.prompt, sg, lg, true);
+  const float prefill_diff = test::max_abs_diff(lc.as<float>(), lg.as<float>(), T * V);
+  EXPECT_LT(prefill_diff, kFloatTolerance);
+  std::printf("[ %s bf16 KV cuda vs cpu ] decode max|dlogit| %.2e; prefill %.2e\n",
+              GetParam().c_str(), decode_diff, prefill_diff);
+}
+
 // Graph replay launches the same kernels on the same memory: bit-identical to eager steps.
 TEST_P(CudaModels, GraphReplayIsBitIdenticalToEagerSteps) {
   const test::Golden g = test::load_golden(GetParam());

@@ -167,6 +167,40 @@ TEST(SequenceStateErrors, StateOfAnotherModelIsRejected) {
   EXPECT_EQ(sb.n_tokens(), 0);
 }
 
+// Serialize → deserialize → continue with BF16 caches gives the same tokens; a BF16-cache model
+// refuses a state saved with F32 caches (and the other way round), naming the option.
+TEST(SequenceStateErrors, Bf16KvStatesRoundTripAndTheOtherTypeIsRefused) {
+  auto load_with = [](model::KvCacheType kv) {
+    model::LoadOptions o;
+    o.kv_cache = kv;
+    return model::load_model(test::test_fixture("models/qwen35"), o);
+  };
+  auto bf16 = load_with(model::KvCacheType::kBF16);
+  auto f32 = load_with(model::KvCacheType::kF32);
+  const int64_t V = bf16->config().vocab_size;
+  const std::vector<int32_t> prompt = {3, 17, 99, 4, 250, 8, 61, 7, 7, 120, 33, 2};
+  runtime::Sequence a(*bf16, 64), b(*bf16, 64);
+  HostTensor la(DType::kF32, {V}), lb(DType::kF32, {V});
+  a.forward(*bf16, prompt, la, false);
+  b.deserialize(a.serialize());
+  std::memcpy(lb.as<void>(), la.as<void>(), la.view().nbytes());
+  for (int i = 0; i < 8; ++i) {
+    const int32_t ta[1] = {argmax(la)}, tb[1] = {argmax(lb)};
+    ASSERT_EQ(ta[0], tb[0]) << "step " << i;
+    a.forward(*bf16, ta, la, false);
+    b.forward(*bf16, tb, lb, false);
+  }
+  EXPECT_EQ(std::memcmp(la.as<void>(), lb.as<void>(), la.view().nbytes()), 0);
+
+  runtime::Sequence other(*f32, 64);
+  test::expect_error([&] { other.deserialize(a.serialize()); }, ErrorKind::kInvalidInput,
+                     {"layers.3.k", "F32", "--kv-cache-type"});
+  runtime::Sequence back(*bf16, 64);
+  other.forward(*f32, prompt, la, false);
+  test::expect_error([&] { back.deserialize(other.serialize()); }, ErrorKind::kInvalidInput,
+                     {"BF16"});
+}
+
 TEST(SequenceStateErrors, StateLongerThanTheCapacityIsRejected) {
   auto m = load("qwen35");
   Sequence big(*m, 64), small(*m, 16);

@@ -1,13 +1,82 @@
 // CPU rotary embedding, the q/k preparation before attention, and causal grouped-query attention
-// over a KV cache.
+// over a KV cache (F32, or BF16 widened to fp32 as it is read).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "core/dtype.h"
 
 namespace strata::backend::cpu {
+
+namespace {
+
+// One cache value as fp32: F32 caches hold floats, BF16 caches their upper halves.
+inline float cache_value(const float* row, int64_t d) { return row[d]; }
+inline float cache_value(const uint16_t* row, int64_t d) { return bf16_to_f32(row[d]); }
+
+// Rows t of src (F32 [T, ...]) into rows positions[t] of cache, rounded to BF16 where the cache is.
+void store_cache_rows(const Tensor& src, std::span<const int32_t> positions, const Tensor& cache) {
+  if (cache.dtype == DType::kF32) {
+    store_rows(src, positions, cache);
+    return;
+  }
+  const int64_t width = src.numel() / src.dim(0);
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const float* from = src.as<const float>() + static_cast<int64_t>(t) * width;
+    uint16_t* to = cache.as<uint16_t>() + static_cast<int64_t>(positions[t]) * width;
+    for (int64_t i = 0; i < width; ++i) to[i] = f32_to_bf16(from[i]);
+  }
+}
+
+template <typename C>
+void attend(const Tensor& q, const C* kp, const C* vp, int64_t Hkv, int64_t capacity,
+            std::span<const int32_t> positions, float scale, int64_t window, const Tensor& out) {
+  const int64_t T = q.dim(0), Hq = q.dim(1), D = q.dim(2);
+  const int64_t group = Hq / Hkv;
+  const float* qp = q.as<const float>();
+  float* op = out.as<float>();
+#pragma omp parallel
+  {
+    static thread_local std::vector<float> scores, acc;  // grow-only, per thread
+    acc.resize(D);
+    scores.reserve(static_cast<size_t>(capacity));  // the whole cache: no growth as it fills
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t pos = positions[t];
+        const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+        const int64_t n = pos - first + 1;
+        const int64_t kvh = h / group;
+        const float* qv = qp + (t * Hq + h) * D;
+        scores.resize(n);
+        float max_s = -INFINITY;
+        for (int64_t s = 0; s < n; ++s) {
+          const C* kv = kp + ((first + s) * Hkv + kvh) * D;
+          float dotv = 0.0f;
+          for (int64_t d = 0; d < D; ++d) dotv += qv[d] * cache_value(kv, d);
+          scores[s] = dotv * scale;
+          max_s = std::max(max_s, scores[s]);
+        }
+        float sum = 0.0f;
+        for (int64_t s = 0; s < n; ++s) {
+          scores[s] = std::exp(scores[s] - max_s);
+          sum += scores[s];
+        }
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t s = 0; s < n; ++s) {
+          const float p = scores[s] / sum;
+          const C* vv = vp + ((first + s) * Hkv + kvh) * D;
+          for (int64_t d = 0; d < D; ++d) acc[d] += p * cache_value(vv, d);
+        }
+        std::copy(acc.begin(), acc.end(), op + (t * Hq + h) * D);
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params) {
   const int64_t T = x.dim(0), H = x.dim(1), D = x.dim(2);
@@ -54,55 +123,19 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
   }
   rope(q_out, positions, rope_params);
   rope(k, positions, rope_params);
-  store_rows(k, positions, k_cache);
-  store_rows(v, positions, v_cache);
+  store_cache_rows(k, positions, k_cache);
+  store_cache_rows(v, positions, v_cache);
 }
 
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
                float scale, int64_t window, const Tensor& out) {
-  const int64_t T = q.dim(0), Hq = q.dim(1), D = q.dim(2);
-  const int64_t Hkv = k_cache.dim(1);
-  const int64_t group = Hq / Hkv;
-  const float* qp = q.as<const float>();
-  const float* kp = k_cache.as<const float>();
-  const float* vp = v_cache.as<const float>();
-  float* op = out.as<float>();
-#pragma omp parallel
-  {
-    static thread_local std::vector<float> scores, acc;  // grow-only, per thread
-    acc.resize(D);
-    scores.reserve(static_cast<size_t>(k_cache.dim(0)));  // the whole cache: no growth as it fills
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t h = 0; h < Hq; ++h) {
-        const int64_t pos = positions[t];
-        const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-        const int64_t n = pos - first + 1;
-        const int64_t kvh = h / group;
-        const float* qv = qp + (t * Hq + h) * D;
-        scores.resize(n);
-        float max_s = -INFINITY;
-        for (int64_t s = 0; s < n; ++s) {
-          const float* kv = kp + ((first + s) * Hkv + kvh) * D;
-          float dotv = 0.0f;
-          for (int64_t d = 0; d < D; ++d) dotv += qv[d] * kv[d];
-          scores[s] = dotv * scale;
-          max_s = std::max(max_s, scores[s]);
-        }
-        float sum = 0.0f;
-        for (int64_t s = 0; s < n; ++s) {
-          scores[s] = std::exp(scores[s] - max_s);
-          sum += scores[s];
-        }
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t s = 0; s < n; ++s) {
-          const float p = scores[s] / sum;
-          const float* vv = vp + ((first + s) * Hkv + kvh) * D;
-          for (int64_t d = 0; d < D; ++d) acc[d] += p * vv[d];
-        }
-        std::copy(acc.begin(), acc.end(), op + (t * Hq + h) * D);
-      }
-    }
+  const int64_t Hkv = k_cache.dim(1), capacity = k_cache.dim(0);
+  if (k_cache.dtype == DType::kBF16) {
+    attend(q, k_cache.as<const uint16_t>(), v_cache.as<const uint16_t>(), Hkv, capacity, positions,
+           scale, window, out);
+  } else {
+    attend(q, k_cache.as<const float>(), v_cache.as<const float>(), Hkv, capacity, positions, scale,
+           window, out);
   }
 }
 

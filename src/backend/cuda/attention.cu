@@ -2,16 +2,19 @@
 // that streams keys through registers (up to 8 query rows per KV head), a tiled flash-attention
 // kernel for verify steps and prefill, and a merge of the split-KV partial results both produce
 // when too few blocks would run. Lengths come from the positions on the device, so one captured
-// graph serves every step below its kv_bound.
+// graph serves every step below its kv_bound. The caches are F32 or BF16 (kv_cache.h): every kernel
+// takes the element type as a template parameter and widens BF16 values to fp32 as it reads them.
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/async_copy.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/kv_cache.h"
 #include "backend/cuda/launch.h"
 
 namespace strata::backend::cuda {
@@ -29,8 +32,8 @@ constexpr float kNegInf = -INFINITY;
 
 struct Params {
   const float* q;            // [T, Hq, D]
-  const float* k;            // [capacity, Hkv, D]
-  const float* v;            // [capacity, Hkv, D]
+  const void* k;             // [capacity, Hkv, D] of the cache's element type C
+  const void* v;             // [capacity, Hkv, D] of C
   const int32_t* positions;  // [T] on the device
   float* out;                // [T, Hq, D]; written directly when splits == 1
   float* part_o;             // [splits, T * Hq, D]: unnormalized outputs of each split
@@ -73,6 +76,28 @@ __device__ inline void store_vec(float* p, const float* x) {
   }
 }
 
+// kVec consecutive cache values widened to fp32, loaded as one access (8 bytes per lane for a BF16
+// cache where an F32 one takes 16).
+template <int kVec>
+__device__ inline Vec<kVec> load_cache_vec(const float* p) {
+  return load_vec<kVec>(p);
+}
+template <int kVec>
+__device__ inline Vec<kVec> load_cache_vec(const __nv_bfloat16* p) {
+  Vec<kVec> r;
+  if constexpr (kVec == 4) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    r.x[0] = __uint_as_float(u.x << 16), r.x[1] = __uint_as_float(u.x & 0xffff0000u);
+    r.x[2] = __uint_as_float(u.y << 16), r.x[3] = __uint_as_float(u.y & 0xffff0000u);
+  } else if constexpr (kVec == 2) {
+    const uint32_t u = *reinterpret_cast<const uint32_t*>(p);
+    r.x[0] = __uint_as_float(u << 16), r.x[1] = __uint_as_float(u & 0xffff0000u);
+  } else {
+    r.x[0] = __bfloat162float(*p);
+  }
+  return r;
+}
+
 // Lanes of one row group (8 consecutive lanes) reduce together.
 __device__ inline float group8_max(float v) {
   for (int offset = 1; offset < 8; offset *= 2)
@@ -89,20 +114,25 @@ constexpr int vec_width() {
   return D % 128 == 0 ? 4 : D % 64 == 0 ? 2 : 1;
 }
 
-template <int D, int kRowsPerWarp, int kWarps>
+// The tiled kernel's shared memory: q rows, a K and a V tile (fp32, rows padded to D + 4), each
+// warp's P, and for a BF16 cache a K and a V tile as stored (rows of D), which land there first.
+template <int D, int kRowsPerWarp, int kWarps, typename C>
 constexpr size_t smem_bytes() {
-  return sizeof(float) *
-         ((kRowsPerWarp * kWarps + 2 * kTileKeys) * (D + 4) + kWarps * kTileKeys * kRowsPerWarp);
+  return sizeof(float) * ((kRowsPerWarp * kWarps + 2 * kTileKeys) * (D + 4) +
+                          kWarps * kTileKeys * kRowsPerWarp) +
+         (sizeof(C) == sizeof(float) ? 0 : 2 * sizeof(C) * kTileKeys * D);
 }
 
-// Copies rows [start, start + kTileKeys) of one KV head of a cache into a tile; rows outside
-// [lo, hi] become zeros (they may be unwritten memory, and a zero value row times p = 0 stays 0).
-// Each warp copies whole rows, 32 lanes side by side (several rows at once when a row has fewer
-// than 32 chunks of 16 bytes), so the address arithmetic is paid once per row, not per chunk.
-template <int D, int kWarps>
-__device__ inline void load_tile(float* tile, const float* head, int64_t row_stride, int start,
-                                 int lo, int hi) {
-  constexpr int kChunks = D / 4;
+// Copies rows [start, start + kTileKeys) of one KV head of a cache into a tile (rows of kStride
+// elements); rows outside [lo, hi] become zeros (they may be unwritten memory, and a zero value row
+// times p = 0 stays 0). Each warp copies whole rows, 32 lanes side by side (several rows at once
+// when a row has fewer than 32 chunks of 16 bytes), so the address arithmetic is paid once per
+// row, not per chunk.
+template <int D, int kWarps, int kStride, typename C>
+__device__ inline void load_tile(C* tile, const C* head, int64_t row_stride, int start, int lo,
+                                 int hi) {
+  constexpr int kPerChunk = 16 / sizeof(C);
+  constexpr int kChunks = D / kPerChunk;
   constexpr int kRowsPerPass = kChunks < 32 && 32 % kChunks == 0 ? 32 / kChunks : 1;
   constexpr int kLaneChunks = (kChunks + 31) / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -111,13 +141,29 @@ __device__ inline void load_tile(float* tile, const float* head, int64_t row_str
        r += kWarps * kRowsPerPass) {
     const int key = start + r;
     const bool in = key >= lo && key <= hi;
-    const float* src = head + (in ? key : 0) * row_stride;
-    float* dst = tile + r * (D + 4);
+    const C* src = head + (in ? key : 0) * row_stride;
+    C* dst = tile + r * kStride;
 #pragma unroll
     for (int i = 0; i < kLaneChunks; ++i) {
-      const int c = (chunk + 32 * i) * 4;
+      const int c = (chunk + 32 * i) * kPerChunk;
       if (chunk + 32 * i < kChunks) copy_async16(dst + c, src + c, in ? 16 : 0);
     }
+  }
+}
+
+// A BF16 cache's tile as it landed (rows of D) into the fp32 tile (rows of D + 4), 8 values per
+// thread and step. Called between the barrier after the tile's copies and the one before its use.
+template <int D, int kThreads>
+__device__ inline void widen_tile(float* tile, const __nv_bfloat16* raw) {
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = (i % kChunks) * 8;
+    const uint4 u = *reinterpret_cast<const uint4*>(raw + r * D + c);
+    float4* dst = reinterpret_cast<float4*>(tile + r * (D + 4) + c);
+    dst[0] = make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                         __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
+    dst[1] = make_float4(__uint_as_float(u.z << 16), __uint_as_float(u.z & 0xffff0000u),
+                         __uint_as_float(u.w << 16), __uint_as_float(u.w & 0xffff0000u));
   }
 }
 
@@ -172,8 +218,10 @@ __device__ inline KeyRange split_keys(const Params& p, int first_row, int last_r
 // vectors of q and k from shared memory (a row stride of D + 4 floats spreads the 8 keys over all
 // banks); then each lane accumulates every row of its warp for its share of the D output columns.
 // Each warp keeps its own running max and sum per row, so only the K/V buffers need block barriers.
+// A BF16 cache's tiles land as stored in tiles of their own and are widened into the fp32 tiles
+// after each copy's barrier (one more barrier a tile), so the compute is the F32 cache's.
 // Grid: (row tiles, Hkv, splits).
-template <int D, int kRowsPerWarp, int kWarps>
+template <int D, int kRowsPerWarp, int kWarps, typename C>
 __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
   wait_for_inputs();
   static_assert(D % 32 == 0 && D <= 256, "head_dim: a multiple of 32 up to 256");
@@ -191,6 +239,18 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* const ps =
       vs + kTileKeys * kStride + warp * kTileKeys * kRowsPerWarp;  // this warp's [key][row]
+  // Where the copies of a K and a V tile land: the fp32 tiles, or a BF16 cache's own tiles.
+  constexpr bool kWiden = !std::is_same_v<C, float>;
+  constexpr int kLandStride = kWiden ? D : kStride;
+  C* k_land;
+  C* v_land;
+  if constexpr (kWiden) {
+    k_land = reinterpret_cast<C*>(vs + kTileKeys * kStride + kWarps * kTileKeys * kRowsPerWarp);
+    v_land = k_land + kTileKeys * D;
+  } else {
+    k_land = ks;
+    v_land = vs;
+  }
 
   // Latest rows first: under a causal mask they have the most keys.
   const int row0 = (gridDim.x - 1 - blockIdx.x) * kRows;
@@ -246,11 +306,11 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
     copy_async16(qs + r * kStride + col, src, real ? 16 : 0);
   }
   const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
-  const float* const k_head = p.k + static_cast<int64_t>(kvh) * D;
-  const float* const v_head = p.v + static_cast<int64_t>(kvh) * D;
-  load_tile<D, kWarps>(ks, k_head, row_stride, lo, lo, hi);
+  const C* const k_head = static_cast<const C*>(p.k) + static_cast<int64_t>(kvh) * D;
+  const C* const v_head = static_cast<const C*>(p.v) + static_cast<int64_t>(kvh) * D;
+  load_tile<D, kWarps, kLandStride>(k_land, k_head, row_stride, lo, lo, hi);
   copy_async_commit();
-  load_tile<D, kWarps>(vs, v_head, row_stride, lo, lo, hi);
+  load_tile<D, kWarps, kLandStride>(v_land, v_head, row_stride, lo, lo, hi);
   copy_async_commit();
 
   float m[kRowsPerLane], l[kRowsPerLane];
@@ -266,6 +326,10 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
 
     copy_async_wait<1>();  // K of this tile (and q) landed; V may still be in flight
     __syncthreads();
+    if constexpr (kWiden) {
+      widen_tile<D, kThreads>(ks, k_land);
+      __syncthreads();
+    }
     if (active) {
       float acc[kRowsPerLane][4];
 #pragma unroll
@@ -328,10 +392,15 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
       }
     }
     __syncthreads();  // every warp is done with this K tile
-    if (tile + 1 < tiles) load_tile<D, kWarps>(ks, k_head, row_stride, start + kTileKeys, lo, hi);
+    if (tile + 1 < tiles)
+      load_tile<D, kWarps, kLandStride>(k_land, k_head, row_stride, start + kTileKeys, lo, hi);
     copy_async_commit();
     copy_async_wait<1>();  // V of this tile landed; the next K may still be in flight
     __syncthreads();
+    if constexpr (kWiden) {
+      widen_tile<D, kThreads>(vs, v_land);
+      __syncthreads();
+    }
     if (active) {
       // Rescale by each row's alpha (held by the lanes of the row's group), then add P·V.
 #pragma unroll
@@ -360,7 +429,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
       }
     }
     __syncthreads();  // every warp is done with this V tile and its P
-    if (tile + 1 < tiles) load_tile<D, kWarps>(vs, v_head, row_stride, start + kTileKeys, lo, hi);
+    if (tile + 1 < tiles)
+      load_tile<D, kWarps, kLandStride>(v_land, v_head, row_stride, start + kTileKeys, lo, hi);
     copy_async_commit();
   }
   copy_async_wait<0>();
@@ -383,7 +453,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
 // split and merge their states in shared memory at the end.
 constexpr int kDecodeWarps = 4;
 
-template <int D, int kRows>
+template <int D, int kRows, typename C>
 __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params p) {
   wait_for_inputs();
   static_assert(kRows == 4 || kRows == 8, "16 scores per step");
@@ -433,20 +503,20 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params 
   float m = kNegInf, l = 0.0f;  // of my_row
 
   const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
-  const float* const k_head = p.k + static_cast<int64_t>(kvh) * D;
-  const float* const v_head = p.v + static_cast<int64_t>(kvh) * D;
+  const C* const k_head = static_cast<const C*>(p.k) + static_cast<int64_t>(kvh) * D;
+  const C* const v_head = static_cast<const C*>(p.v) + static_cast<int64_t>(kvh) * D;
   for (int base = range.lo + warp * kKeys; base <= range.hi; base += kDecodeWarps * kKeys) {
     // Keys past the split's end read as zeros (their memory may be unwritten); they are masked.
     float kr[kKeys][kE], vr[kKeys][kE];
 #pragma unroll
     for (int k = 0; k < kKeys; ++k) {
       const bool in = base + k <= range.hi;
-      const float* ksrc = k_head + (in ? base + k : 0) * row_stride;
-      const float* vsrc = v_head + (in ? base + k : 0) * row_stride;
+      const C* ksrc = k_head + (in ? base + k : 0) * row_stride;
+      const C* vsrc = v_head + (in ? base + k : 0) * row_stride;
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
-        const Vec<kVec> kv = load_vec<kVec>(ksrc + (c * 32 + lane) * kVec);
-        const Vec<kVec> vv = load_vec<kVec>(vsrc + (c * 32 + lane) * kVec);
+        const Vec<kVec> kv = load_cache_vec<kVec>(ksrc + (c * 32 + lane) * kVec);
+        const Vec<kVec> vv = load_cache_vec<kVec>(vsrc + (c * 32 + lane) * kVec);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
           kr[k][c * kVec + e] = in ? kv.x[e] : 0.0f;
@@ -644,9 +714,9 @@ void launch_splits(void (*kernel)(Params), int threads, size_t smem, int blocks_
   }
 }
 
-template <int D, int kRows>
+template <int D, int kRows, typename C>
 void run_decode(const Params& p, int64_t kv_bound) {
-  auto* const kernel = decode_kernel<D, kRows>;
+  auto* const kernel = decode_kernel<D, kRows, C>;
   static const int blocks_per_sm = [kernel] {
     int n = 0;
     STRATA_CUDA_CHECK(
@@ -656,10 +726,10 @@ void run_decode(const Params& p, int64_t kv_bound) {
   launch_splits<D>(kernel, 32 * kDecodeWarps, 0, blocks_per_sm, kRows, p, kv_bound);
 }
 
-template <int D, int kRowsPerWarp, int kWarps>
+template <int D, int kRowsPerWarp, int kWarps, typename C>
 void run_tiled(const Params& p, int64_t kv_bound) {
-  constexpr size_t kSmem = smem_bytes<D, kRowsPerWarp, kWarps>();
-  auto* const kernel = tiled_kernel<D, kRowsPerWarp, kWarps>;
+  constexpr size_t kSmem = smem_bytes<D, kRowsPerWarp, kWarps, C>();
+  auto* const kernel = tiled_kernel<D, kRowsPerWarp, kWarps, C>;
   static const int blocks_per_sm = [kernel] {
     allow_shared_bytes(kernel, kSmem);
     int n = 0;
@@ -672,27 +742,28 @@ void run_tiled(const Params& p, int64_t kv_bound) {
 
 // By the rows per KV head (T · group): decode steps stream keys through registers; verify steps and
 // prefill use tiles of 16 to 64 rows.
-template <int D>
+template <int D, typename C>
 void run_rows(const Params& p, int64_t kv_bound) {
   const int64_t rows = static_cast<int64_t>(p.T) * p.group;
   if (rows <= 4) {
-    run_decode<D, 4>(p, kv_bound);
+    run_decode<D, 4, C>(p, kv_bound);
   } else if (rows <= 8) {
-    run_decode<D, 8>(p, kv_bound);
+    run_decode<D, 8, C>(p, kv_bound);
   } else if (rows <= 16) {
-    run_tiled<D, 8, 2>(p, kv_bound);
+    run_tiled<D, 8, 2, C>(p, kv_bound);
   } else if (rows <= 32) {
-    run_tiled<D, 8, 4>(p, kv_bound);
+    run_tiled<D, 8, 4, C>(p, kv_bound);
   } else {
-    run_tiled<D, 8, 8>(p, kv_bound);
+    run_tiled<D, 8, 8, C>(p, kv_bound);
   }
 }
 
 // Any head_dim up to 256 (the tiny test models use 16): one warp per (query, head), keys one at a
 // time with an online softmax; lanes hold dims lane, lane + 32, ... Slow, and only for head
 // dimensions the tiled kernels are not built for.
-__global__ void attention_any_dim_kernel(const float* __restrict__ q, const float* __restrict__ k,
-                                         const float* __restrict__ v,
+template <typename C>
+__global__ void attention_any_dim_kernel(const float* __restrict__ q, const C* __restrict__ k,
+                                         const C* __restrict__ v,
                                          const int32_t* __restrict__ positions, int T, int Hq,
                                          int Hkv, int D, int capacity, int window, float scale,
                                          float* __restrict__ out) {
@@ -712,13 +783,13 @@ __global__ void attention_any_dim_kernel(const float* __restrict__ q, const floa
   }
   float m = -INFINITY, l = 0.0f;
   for (int s = first; s <= pos; ++s) {
-    const float* kr = k + (static_cast<int64_t>(s) * Hkv + kvh) * D;
-    const float* vr = v + (static_cast<int64_t>(s) * Hkv + kvh) * D;
+    const C* kr = k + (static_cast<int64_t>(s) * Hkv + kvh) * D;
+    const C* vr = v + (static_cast<int64_t>(s) * Hkv + kvh) * D;
     float dot = 0.0f;
 #pragma unroll
     for (int i = 0; i < kMaxPerLane; ++i) {
       const int d = lane + 32 * i;
-      if (d < D) dot += qv[i] * kr[d];
+      if (d < D) dot += qv[i] * load_cache(kr + d);
     }
     for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
     const float score = dot * scale, m_new = fmaxf(m, score);
@@ -727,7 +798,7 @@ __global__ void attention_any_dim_kernel(const float* __restrict__ q, const floa
 #pragma unroll
     for (int i = 0; i < kMaxPerLane; ++i) {
       const int d = lane + 32 * i;
-      if (d < D) acc[i] = acc[i] * correction + p * vr[d];
+      if (d < D) acc[i] = acc[i] * correction + p * load_cache(vr + d);
     }
     m = m_new;
   }
@@ -751,60 +822,63 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   if (D > 256)
     throw_cuda_error(cudaErrorInvalidValue, "attention: head_dim must be at most 256", __FILE__,
                      __LINE__);
-  if (D % 32 != 0) {
-    constexpr int kWarps = 4;
-    const int64_t rows = T * Hq;
-    launch(attention_any_dim_kernel, static_cast<unsigned>((rows + kWarps - 1) / kWarps),
-           32 * kWarps, 0, q.as<const float>(), k_cache.as<const float>(),
-           v_cache.as<const float>(), positions.as<const int32_t>(), static_cast<int>(T),
-           static_cast<int>(Hq), static_cast<int>(Hkv), static_cast<int>(D),
-           static_cast<int>(k_cache.dim(0)),
-           window > 0 && window < INT_MAX ? static_cast<int>(window) : 0, scale, out.as<float>());
-    return;
-  }
-  if (misaligned(q) || misaligned(k_cache) || misaligned(v_cache) || misaligned(out))
-    throw_cuda_error(cudaErrorMisalignedAddress,
-                     "attention: q, caches and out must be 16-byte aligned", __FILE__, __LINE__);
-  Params p{};
-  p.q = q.as<const float>();
-  p.k = k_cache.as<const float>();
-  p.v = v_cache.as<const float>();
-  p.positions = positions.as<const int32_t>();
-  p.out = out.as<float>();
-  p.T = static_cast<int>(T);
-  p.Hq = static_cast<int>(Hq);
-  p.Hkv = static_cast<int>(Hkv);
-  p.group = static_cast<int>(Hq / Hkv);
-  p.capacity = static_cast<int>(k_cache.dim(0));
   // A window beyond any position limits nothing.
-  p.window = window > 0 && window < INT_MAX ? static_cast<int>(window) : 0;
-  p.scale_log2 = scale * kLog2e;
-  switch (D) {
-    case 32:
-      run_rows<32>(p, kv_bound);
-      break;
-    case 64:
-      run_rows<64>(p, kv_bound);
-      break;
-    case 96:
-      run_rows<96>(p, kv_bound);
-      break;
-    case 128:
-      run_rows<128>(p, kv_bound);
-      break;
-    case 160:
-      run_rows<160>(p, kv_bound);
-      break;
-    case 192:
-      run_rows<192>(p, kv_bound);
-      break;
-    case 224:
-      run_rows<224>(p, kv_bound);
-      break;
-    default:
-      run_rows<256>(p, kv_bound);
-      break;
-  }
+  const int win = window > 0 && window < INT_MAX ? static_cast<int>(window) : 0;
+  with_cache_type(k_cache, [&](auto c) {
+    using C = decltype(c);
+    if (D % 32 != 0) {
+      constexpr int kWarps = 4;
+      const int64_t rows = T * Hq;
+      launch(attention_any_dim_kernel<C>, static_cast<unsigned>((rows + kWarps - 1) / kWarps),
+             32 * kWarps, 0, q.as<const float>(), k_cache.as<const C>(), v_cache.as<const C>(),
+             positions.as<const int32_t>(), static_cast<int>(T), static_cast<int>(Hq),
+             static_cast<int>(Hkv), static_cast<int>(D), static_cast<int>(k_cache.dim(0)), win,
+             scale, out.as<float>());
+      return;
+    }
+    if (misaligned(q) || misaligned(k_cache) || misaligned(v_cache) || misaligned(out))
+      throw_cuda_error(cudaErrorMisalignedAddress,
+                       "attention: q, caches and out must be 16-byte aligned", __FILE__, __LINE__);
+    Params p{};
+    p.q = q.as<const float>();
+    p.k = k_cache.data;
+    p.v = v_cache.data;
+    p.positions = positions.as<const int32_t>();
+    p.out = out.as<float>();
+    p.T = static_cast<int>(T);
+    p.Hq = static_cast<int>(Hq);
+    p.Hkv = static_cast<int>(Hkv);
+    p.group = static_cast<int>(Hq / Hkv);
+    p.capacity = static_cast<int>(k_cache.dim(0));
+    p.window = win;
+    p.scale_log2 = scale * kLog2e;
+    switch (D) {
+      case 32:
+        run_rows<32, C>(p, kv_bound);
+        break;
+      case 64:
+        run_rows<64, C>(p, kv_bound);
+        break;
+      case 96:
+        run_rows<96, C>(p, kv_bound);
+        break;
+      case 128:
+        run_rows<128, C>(p, kv_bound);
+        break;
+      case 160:
+        run_rows<160, C>(p, kv_bound);
+        break;
+      case 192:
+        run_rows<192, C>(p, kv_bound);
+        break;
+      case 224:
+        run_rows<224, C>(p, kv_bound);
+        break;
+      default:
+        run_rows<256, C>(p, kv_bound);
+        break;
+    }
+  });
 }
 
 }  // namespace strata::backend::cuda

@@ -1,7 +1,8 @@
 // qk_norm_rope_store on the GPU: the per-head work between an attention layer's q/k/v projections
 // and attention() (gate split, q/k RMSNorm, RoPE, KV-cache stores) in one launch, one warp per
 // (token, head). The arithmetic follows the CPU ops it replaces: rms_norm's formula, and RoPE's
-// pair rotation spelled with _rn intrinsics (no FMA) as in rope_kernel.
+// pair rotation spelled with _rn intrinsics (no FMA) as in rope_kernel. The caches are F32 or BF16
+// (kv_cache.h); k itself keeps fp32.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/kv_cache.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/warp.h"
 
@@ -38,13 +40,13 @@ struct Params {
 // Warp `unit` = (token t, head h): heads [0, Hq) are queries, [Hq, Hq + Hkv) keys, the rest values.
 // Lane l holds elements l + 32e (e < kPer) of the head; the rotation pairs cross lanes, so the
 // normed head is staged in shared memory (the warp's own slice) for the rotation.
-template <int kPer>
+template <int kPer, typename C>
 __global__ void __launch_bounds__(32 * kWarps)
     qk_norm_rope_store_kernel(const float* q, float* k, const float* __restrict__ v,
                               const float* __restrict__ q_w, const float* __restrict__ k_w,
                               const int32_t* __restrict__ positions, float* q_out,
-                              float* __restrict__ gate_out, float* __restrict__ k_cache,
-                              float* __restrict__ v_cache, Params p, Freqs freqs) {
+                              float* __restrict__ gate_out, C* __restrict__ k_cache,
+                              C* __restrict__ v_cache, Params p, Freqs freqs) {
   wait_for_inputs();
   __shared__ float staged[kWarps][32 * kPer];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -61,15 +63,15 @@ __global__ void __launch_bounds__(32 * kWarps)
     if (!in_cache) return;
     const int hv = h - p.Hq - p.Hkv;
     const float* src = v + (static_cast<int64_t>(t) * p.Hkv + hv) * D;
-    float* dst = v_cache + (static_cast<int64_t>(pos) * p.Hkv + hv) * D;
-    for (int i = lane; i < D; i += 32) dst[i] = src[i];
+    C* dst = v_cache + (static_cast<int64_t>(pos) * p.Hkv + hv) * D;
+    for (int i = lane; i < D; i += 32) store_cache(dst + i, src[i]);
     return;
   }
 
   const bool is_q = h < p.Hq;
   const float* src;
   float* dst;
-  float* cache_row = nullptr;
+  C* cache_row = nullptr;
   const float* nw;
   if (is_q) {
     src = q + (static_cast<int64_t>(t) * p.Hq + h) * p.q_width;
@@ -121,7 +123,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   __syncwarp();
   for (int i = lane; i < D; i += 32) {
     dst[i] = s[i];
-    if (cache_row != nullptr) cache_row[i] = s[i];
+    if (cache_row != nullptr) store_cache(cache_row + i, s[i]);
   }
 }
 
@@ -133,11 +135,14 @@ void launch_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNor
   const int64_t warps = static_cast<int64_t>(p.T) * (p.Hq + 2 * p.Hkv);
   const unsigned blocks = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
   const bool has_norm = !norm.q_w.empty();
-  launch(qk_norm_rope_store_kernel<kPer>, blocks, 32 * kWarps, 0, q.as<const float>(),
-         k.as<float>(), v.as<const float>(), has_norm ? norm.q_w.as<const float>() : nullptr,
-         has_norm ? norm.k_w.as<const float>() : nullptr, positions.as<const int32_t>(),
-         q_out.as<float>(), gate_out.empty() ? nullptr : gate_out.as<float>(), k_cache.as<float>(),
-         v_cache.as<float>(), p, freqs);
+  with_cache_type(k_cache, [&](auto c) {
+    using C = decltype(c);
+    launch(qk_norm_rope_store_kernel<kPer, C>, blocks, 32 * kWarps, 0, q.as<const float>(),
+           k.as<float>(), v.as<const float>(), has_norm ? norm.q_w.as<const float>() : nullptr,
+           has_norm ? norm.k_w.as<const float>() : nullptr, positions.as<const int32_t>(),
+           q_out.as<float>(), gate_out.empty() ? nullptr : gate_out.as<float>(), k_cache.as<C>(),
+           v_cache.as<C>(), p, freqs);
+  });
 }
 
 }  // namespace

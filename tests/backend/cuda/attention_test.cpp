@@ -1,6 +1,6 @@
 // cuda::attention against the CPU op on random inputs: decode, speculative-verify and prefill
-// shapes, GQA groups, sliding windows, KV bounds above the true length, and a captured graph
-// replayed at later positions. Skips where no CUDA device is present.
+// shapes, GQA groups, sliding windows, KV bounds above the true length, F32 and BF16 caches, and a
+// captured graph replayed at later positions. Skips where no CUDA device is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,28 +42,35 @@ void expect_close(const HostTensor& got, const HostTensor& ref, float tol,
   EXPECT_EQ(bad, 0) << what;
 }
 
-// A KV cache on the host and the device. Rows a case must not read are NaN on the device (the CPU
-// reference never reads them), so a kernel that reads past the true length or before the window
-// start, or weights an unwritten row by zero, fails.
+// A KV cache on the host and the device, F32 or BF16 on the device; the host copy holds the
+// device's values as F32 (for a BF16 cache, the rounded values), which is what the CPU op computes
+// with either way (tests/backend/matmul_test.cpp). Rows a case must not read are NaN on the device
+// (the CPU reference never reads them), so a kernel that reads past the true length or before the
+// window start, or weights an unwritten row by zero, fails.
 class Cache {
  public:
-  Cache(int64_t capacity, int64_t kv_heads, int64_t head_dim, uint32_t seed)
-      : k_(random_tensor({capacity, kv_heads, head_dim}, seed)),
-        v_(random_tensor({capacity, kv_heads, head_dim}, seed + 1)),
-        nan_(nan_tensor({capacity, kv_heads, head_dim})),
-        dk_(cuda::upload(k_)),
-        dv_(cuda::upload(v_)) {}
+  Cache(int64_t capacity, int64_t kv_heads, int64_t head_dim, uint32_t seed,
+        DType dtype = DType::kF32) {
+    const Shape shape{capacity, kv_heads, head_dim};
+    stored_k_ = test::rounded(random_tensor(shape, seed), dtype, k_);
+    stored_v_ = test::rounded(random_tensor(shape, seed + 1), dtype, v_);
+    HostTensor unused;
+    nan_ = test::rounded(nan_tensor(shape), dtype, unused);
+    dk_ = cuda::upload(stored_k_);
+    dv_ = cuda::upload(stored_v_);
+  }
 
   const HostTensor& k() const { return k_; }
   const HostTensor& v() const { return v_; }
   const Tensor& dk() const { return dk_.view; }
   const Tensor& dv() const { return dv_.view; }
   int64_t capacity() const { return k_.shape()[0]; }
+  DType dtype() const { return stored_k_.dtype(); }
 
   // Device rows [lo, hi] hold the cache; all others NaN.
   void expose(int64_t lo, int64_t hi) {
-    const size_t row = k_.view().nbytes() / static_cast<size_t>(capacity());
-    for (const auto& [host, dev] : {std::pair{&k_, &dk_}, std::pair{&v_, &dv_}}) {
+    const size_t row = stored_k_.view().nbytes() / static_cast<size_t>(capacity());
+    for (const auto& [host, dev] : {std::pair{&stored_k_, &dk_}, std::pair{&stored_v_, &dv_}}) {
       auto* d = static_cast<char*>(dev->view.data);
       cuda::copy(host->as<char>(), Device::kCpu, d, Device::kCuda, host->view().nbytes());
       if (lo > 0) cuda::copy(nan_.as<char>(), Device::kCpu, d, Device::kCuda, lo * row);
@@ -74,7 +81,7 @@ class Cache {
   }
 
  private:
-  HostTensor k_, v_, nan_;
+  HostTensor k_, v_, stored_k_, stored_v_, nan_;
   cuda::DeviceTensor dk_, dv_;
 };
 
@@ -103,8 +110,9 @@ void check_case(Cache& cache, const Case& c, uint32_t seed, float tol = kTol) {
                        dout.view);
     cuda::download(dout.view, got);
     std::ostringstream what;
-    what << "D " << D << " Hq " << c.q_heads << " Hkv " << cache.k().shape()[1] << " T " << T
-         << " start " << c.start << " window " << c.window << " bound " << bound;
+    what << dtype_name(cache.dtype()) << " D " << D << " Hq " << c.q_heads << " Hkv "
+         << cache.k().shape()[1] << " T " << T << " start " << c.start << " window " << c.window
+         << " bound " << bound;
     expect_close(got, ref, tol, what.str());
   }
 }
@@ -185,6 +193,37 @@ TEST_F(CudaAttention, LongContextsMatchCpu) {
     Cache cache(2048, 2, 128, 410);
     check_case(cache, {8, 2048, 0, 0, {2048}}, 411);
     check_case(cache, {8, 2048, 0, 300, {2048}}, 412);
+  }
+}
+
+// A BF16 cache through every kernel: decode and verify steps (registers), prefill chunks (tiles
+// widened in shared memory), a long split decode, and head dims the any-dim kernel takes. The
+// reference is the CPU op on the F32 values of the same cache.
+TEST_F(CudaAttention, Bf16CacheMatchesCpu) {
+  uint32_t seed = 600;
+  for (int64_t D : {64, 128, 256, 96}) {
+    for (const auto& heads : kHeads) {
+      if (D == 96 && heads[0] != 8) continue;
+      Cache cache(kCapacity, heads[1], D, seed++, DType::kBF16);
+      for (int64_t T : {1, 3, 8, 100})
+        for (int64_t start : {0, 1000, 4095})
+          for (int64_t window : {0, 37})
+            check_case(cache, {heads[0], T, start, window, bounds_for(start + T - 1, kCapacity)},
+                       seed++);
+    }
+  }
+  {
+    Cache cache(16384, 4, 256, seed++, DType::kBF16);
+    check_case(cache, {16, 1, 16000, 0, {16001, 16384}}, seed++, 1e-4f);
+  }
+  {
+    Cache cache(2048, 2, 128, seed++, DType::kBF16);
+    check_case(cache, {8, 700, 0, 0, {700, 2048}}, seed++);
+  }
+  for (int64_t D : {16, 48, 200}) {
+    Cache cache(600, 2, D, seed++, DType::kBF16);
+    for (int64_t T : {1, 5})
+      check_case(cache, {8, T, 599 - T + 1 - 17, 0, bounds_for(599 - 17, 600)}, seed++);
   }
 }
 

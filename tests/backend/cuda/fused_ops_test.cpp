@@ -13,13 +13,15 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/tensor_test_util.h"
 #include "backend/gdn.h"
 #include "backend/ops.h"
+#include "backend/tensor_test_util.h"
+#include "core/dtype.h"
 
 namespace strata {
 namespace {
@@ -175,13 +177,27 @@ const AttnCase kAttnCases[] = {
     {"gated_d24", 3, 3, 24, 12, true, true, false, false},
 };
 
+// A cache's values as F32 (BF16 widened exactly).
+HostTensor widened(const HostTensor& t) {
+  HostTensor f(DType::kF32, t.shape());
+  convert_to_f32(t.dtype(), t.as<void>(), f.as<float>(), static_cast<size_t>(t.numel()));
+  return f;
+}
+
 // Positions up to 4095 (a few at the top of the cache); the rest of the caches must stay as they
-// were.
+// were. F32 and BF16 caches: a BF16 k row may differ from the CPU's by the one rounding step that
+// the fp32 difference of k can tip (2^-8 relative); v is copied, so its rounding is the CPU's.
 TEST_F(CudaFused, QkNormRopeStoreMatchesCpu) {
   const int64_t capacity = 4096;
   for (const AttnCase& c : kAttnCases) {
-    for (int64_t T : {1, 5, 300}) {
-      const std::string what = std::string(c.name) + " T " + std::to_string(T);
+    const std::pair<int64_t, DType> runs[] = {{1, DType::kF32},
+                                              {5, DType::kF32},
+                                              {300, DType::kF32},
+                                              {1, DType::kBF16},
+                                              {300, DType::kBF16}};
+    for (const auto& [T, cache_dtype] : runs) {
+      const std::string what = std::string(c.name) + " T " + std::to_string(T) + " cache " +
+                               std::string(dtype_name(cache_dtype));
       const int64_t W = c.gated ? 2 * c.D : c.D;
       const uint32_t seed = static_cast<uint32_t>(T * 100 + c.D);
       const HostTensor q = random_tensor({T, c.Hq, W}, seed, 2.0f),
@@ -196,8 +212,11 @@ TEST_F(CudaFused, QkNormRopeStoreMatchesCpu) {
       const HostTensor positions = int_tensor(pos);
       const backend::RopeParams rope{inv_freq(c.rotary_dim, 1000000.0f), c.rotary_dim, c.neox,
                                      1.0f};
-      const HostTensor kc0 = random_tensor({capacity, c.Hkv, c.D}, seed + 5),
-                       vc0 = random_tensor({capacity, c.Hkv, c.D}, seed + 6);
+      HostTensor unused;
+      const HostTensor kc0 = test::rounded(random_tensor({capacity, c.Hkv, c.D}, seed + 5),
+                                           cache_dtype, unused),
+                       vc0 = test::rounded(random_tensor({capacity, c.Hkv, c.D}, seed + 6),
+                                           cache_dtype, unused);
 
       HostTensor q_ref(DType::kF32, {T, c.Hq, c.D}), gate_ref(DType::kF32, {T, c.Hq, c.D}),
           k_ref = clone(k);
@@ -224,8 +243,10 @@ TEST_F(CudaFused, QkNormRopeStoreMatchesCpu) {
         EXPECT_TRUE(all_close(fetch(dgate.view), gate_ref, 0.0f)) << what << " gate";
       }
       EXPECT_TRUE(all_close(fetch(dk.view), k_ref, kNormTolerance)) << what << " k";
-      EXPECT_TRUE(all_close(fetch(dkc.view), kc_ref, kNormTolerance)) << what << " k cache";
-      EXPECT_TRUE(all_close(fetch(dvc.view), vc_ref, 0.0f)) << what << " v cache";
+      const float k_cache_tolerance = cache_dtype == DType::kBF16 ? 1.0f / 256 : kNormTolerance;
+      EXPECT_TRUE(all_close(widened(fetch(dkc.view)), widened(kc_ref), k_cache_tolerance))
+          << what << " k cache";
+      EXPECT_TRUE(all_close(widened(fetch(dvc.view)), widened(vc_ref), 0.0f)) << what << " v cache";
     }
   }
 }

@@ -1,0 +1,35 @@
+// The element types a KV cache may have on the GPU: F32, or BF16 (half the bytes attention reads;
+// values rounded to nearest even when stored, as the CPU's f32_to_bf16, and widened exactly when
+// read). Kernels take the type as a template parameter; with_cache_type picks the instance.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/tensor.h"
+
+namespace strata::backend::cuda {
+
+__device__ __forceinline__ float load_cache(const float* p) { return *p; }
+__device__ __forceinline__ float load_cache(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void store_cache(float* p, float x) { *p = x; }
+__device__ __forceinline__ void store_cache(__nv_bfloat16* p, float x) {
+  *p = __float2bfloat16_rn(x);
+}
+
+// Calls f(C{}) with C the element type of the cache `t`.
+template <typename F>
+void with_cache_type(const Tensor& t, F&& f) {
+  switch (t.dtype) {
+    case DType::kF32:
+      f(float{});
+      return;
+    case DType::kBF16:
+      f(__nv_bfloat16{});
+      return;
+    default:
+      throw_internal_error("KV cache: not F32 or BF16");
+  }
+}
+
+}  // namespace strata::backend::cuda
