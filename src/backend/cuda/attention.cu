@@ -76,25 +76,46 @@ __device__ inline void store_vec(float* p, const float* x) {
   }
 }
 
-// kVec consecutive cache values widened to fp32, loaded as one access (8 bytes per lane for a BF16
-// cache where an F32 one takes 16).
+// kVec consecutive cache values as one access loads them (16 bytes per lane from an F32 cache, 8
+// from a BF16 one), kept packed until widened to fp32, so that a BF16 step's loads can be in flight
+// for the price of half the registers.
+template <int kVec, typename C>
+struct Packed;
 template <int kVec>
-__device__ inline Vec<kVec> load_cache_vec(const float* p) {
-  return load_vec<kVec>(p);
+struct Packed<kVec, float> {
+  Vec<kVec> v;
+};
+template <int kVec>
+struct Packed<kVec, __nv_bfloat16> {
+  uint32_t w[(kVec + 1) / 2];  // pairs, the lower address in the low half
+};
+template <int kVec>
+__device__ inline Packed<kVec, float> load_packed(const float* p) {
+  return {load_vec<kVec>(p)};
 }
 template <int kVec>
-__device__ inline Vec<kVec> load_cache_vec(const __nv_bfloat16* p) {
-  Vec<kVec> r;
+__device__ inline Packed<kVec, __nv_bfloat16> load_packed(const __nv_bfloat16* p) {
+  Packed<kVec, __nv_bfloat16> r;
   if constexpr (kVec == 4) {
     const uint2 u = *reinterpret_cast<const uint2*>(p);
-    r.x[0] = __uint_as_float(u.x << 16), r.x[1] = __uint_as_float(u.x & 0xffff0000u);
-    r.x[2] = __uint_as_float(u.y << 16), r.x[3] = __uint_as_float(u.y & 0xffff0000u);
+    r.w[0] = u.x, r.w[1] = u.y;
   } else if constexpr (kVec == 2) {
-    const uint32_t u = *reinterpret_cast<const uint32_t*>(p);
-    r.x[0] = __uint_as_float(u << 16), r.x[1] = __uint_as_float(u & 0xffff0000u);
+    r.w[0] = *reinterpret_cast<const uint32_t*>(p);
   } else {
-    r.x[0] = __bfloat162float(*p);
+    r.w[0] = *reinterpret_cast<const unsigned short*>(p);
   }
+  return r;
+}
+template <int kVec>
+__device__ inline Vec<kVec> widen(const Packed<kVec, float>& p) {
+  return p.v;
+}
+template <int kVec>
+__device__ inline Vec<kVec> widen(const Packed<kVec, __nv_bfloat16>& p) {
+  Vec<kVec> r;
+#pragma unroll
+  for (int e = 0; e < kVec; ++e)
+    r.x[e] = __uint_as_float(e % 2 == 0 ? p.w[e / 2] << 16 : p.w[e / 2] & 0xffff0000u);
   return r;
 }
 
@@ -505,18 +526,37 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params 
   const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
   const C* const k_head = static_cast<const C*>(p.k) + static_cast<int64_t>(kvh) * D;
   const C* const v_head = static_cast<const C*>(p.v) + static_cast<int64_t>(kvh) * D;
-  for (int base = range.lo + warp * kKeys; base <= range.hi; base += kDecodeWarps * kKeys) {
-    // Keys past the split's end read as zeros (their memory may be unwritten); they are masked.
+  // A step's keys and values as loaded (keys past the split's end read row 0; they are masked).
+  // From a BF16 cache the next step's loads go out before this step's math, so that a warp has as
+  // many bytes in flight as from an F32 cache (measured on an H100 at 16K: +1-3% decode tok/s;
+  // the same for an F32 cache cost the 9B 3%, its registers doubling).
+  constexpr bool kAhead = !std::is_same_v<C, float>;
+  using Raw = Packed<kVec, C>;
+  Raw raw_k[kKeys][kCols], raw_v[kKeys][kCols];
+  auto fetch = [&](int base, Raw(&rk)[kKeys][kCols], Raw(&rv)[kKeys][kCols]) {
+#pragma unroll
+    for (int k = 0; k < kKeys; ++k) {
+      const int key = base + k <= range.hi ? base + k : 0;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        rk[k][c] = load_packed<kVec>(k_head + key * row_stride + (c * 32 + lane) * kVec);
+        rv[k][c] = load_packed<kVec>(v_head + key * row_stride + (c * 32 + lane) * kVec);
+      }
+    }
+  };
+  constexpr int kStep = kDecodeWarps * kKeys;
+  if (kAhead && range.lo + warp * kKeys <= range.hi) fetch(range.lo + warp * kKeys, raw_k, raw_v);
+  for (int base = range.lo + warp * kKeys; base <= range.hi; base += kStep) {
+    if (!kAhead) fetch(base, raw_k, raw_v);
+    // This step's keys and values in fp32; keys past the split's end are zeros (their memory may
+    // be unwritten).
     float kr[kKeys][kE], vr[kKeys][kE];
 #pragma unroll
     for (int k = 0; k < kKeys; ++k) {
       const bool in = base + k <= range.hi;
-      const C* ksrc = k_head + (in ? base + k : 0) * row_stride;
-      const C* vsrc = v_head + (in ? base + k : 0) * row_stride;
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
-        const Vec<kVec> kv = load_cache_vec<kVec>(ksrc + (c * 32 + lane) * kVec);
-        const Vec<kVec> vv = load_cache_vec<kVec>(vsrc + (c * 32 + lane) * kVec);
+        const Vec<kVec> kv = widen(raw_k[k][c]), vv = widen(raw_v[k][c]);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
           kr[k][c * kVec + e] = in ? kv.x[e] : 0.0f;
@@ -524,6 +564,7 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params 
         }
       }
     }
+    if (kAhead && base + kStep <= range.hi) fetch(base + kStep, raw_k, raw_v);
     // This lane's parts of the step's 16 scores (row-major), then a reduce-scatter over lane bits
     // 4..1: each round keeps the half of the values that the lane's bit selects and adds the
     // partner's copy of it; the last round sums the lane pair.
