@@ -204,15 +204,32 @@ const AttnCase kAttnCases[] = {
     {"interleaved_pairs", 2, 2, 16, 8, false, false, true, false},
 };
 
+// A case's inputs: T = 3 tokens at positions 2, 7 and 9 of a 10-row cache (q of width 2D where a
+// gate follows each head's query), the norms' weights and the rotation.
+struct QkInputs {
+  explicit QkInputs(const AttnCase& c)
+      : W(c.gated ? 2 * c.D : c.D),
+        q(random_tensor({T, c.Hq, W}, 1)),
+        k0(random_tensor({T, c.Hkv, c.D}, 2)),
+        v(random_tensor({T, c.Hkv, c.D}, 3)),
+        qw(random_tensor({c.D}, 4, 0.3f)),
+        kw(random_tensor({c.D}, 5, 0.3f)),
+        positions(int_tensor({2, 7, 9})),
+        rope{inv_freq(c.rotary_dim, 10000.0f), c.rotary_dim, c.neox, 1.0f} {}
+  static constexpr int64_t T = 3, capacity = 10;
+  int64_t W;
+  HostTensor q, k0, v, qw, kw, positions;
+  backend::RopeParams rope;
+};
+
 TEST(FusedOps, QkNormRopeStoreEqualsSplitNormRopeAndStores) {
   for (const AttnCase& c : kAttnCases) {
-    const int64_t T = 3, capacity = 10, W = c.gated ? 2 * c.D : c.D;
-    const HostTensor q = random_tensor({T, c.Hq, W}, 1), k0 = random_tensor({T, c.Hkv, c.D}, 2),
-                     v = random_tensor({T, c.Hkv, c.D}, 3);
-    const HostTensor qw = random_tensor({c.D}, 4, 0.3f), kw = random_tensor({c.D}, 5, 0.3f);
-    const HostTensor positions = int_tensor({2, 7, 9});
-    backend::RopeParams rope{inv_freq(c.rotary_dim, 10000.0f), c.rotary_dim, c.neox, 1.0f};
-    const HostTensor cache0 = random_tensor({capacity, c.Hkv, c.D}, 6);
+    const QkInputs in(c);
+    const int64_t T = in.T, W = in.W;
+    const HostTensor &q = in.q, &k0 = in.k0, &v = in.v, &qw = in.qw, &kw = in.kw,
+                     &positions = in.positions;
+    const backend::RopeParams& rope = in.rope;
+    const HostTensor cache0 = random_tensor({in.capacity, c.Hkv, c.D}, 6);
 
     // The old sequence.
     HostTensor q_ref(DType::kF32, {T, c.Hq, c.D}), gate_ref(DType::kF32, {T, c.Hq, c.D}),
@@ -256,26 +273,22 @@ TEST(FusedOps, QkNormRopeStoreEqualsSplitNormRopeAndStores) {
 // does not write keep their values); q_out, the gate and k are the F32 run's to the bit.
 TEST(FusedOps, QkNormRopeStoreRoundsIntoBf16Caches) {
   for (const AttnCase& c : kAttnCases) {
-    const int64_t T = 3, capacity = 10, W = c.gated ? 2 * c.D : c.D;
-    const HostTensor q = random_tensor({T, c.Hq, W}, 1), k0 = random_tensor({T, c.Hkv, c.D}, 2),
-                     v = random_tensor({T, c.Hkv, c.D}, 3);
-    const HostTensor qw = random_tensor({c.D}, 4, 0.3f), kw = random_tensor({c.D}, 5, 0.3f);
-    const HostTensor positions = int_tensor({2, 7, 9});
-    backend::RopeParams rope{inv_freq(c.rotary_dim, 10000.0f), c.rotary_dim, c.neox, 1.0f};
+    const QkInputs in(c);
+    const int64_t T = in.T;
     HostTensor cache_f32;
     const HostTensor cache_bf16 =
-        test::rounded(random_tensor({capacity, c.Hkv, c.D}, 6), DType::kBF16, cache_f32);
+        test::rounded(random_tensor({in.capacity, c.Hkv, c.D}, 6), DType::kBF16, cache_f32);
     backend::QkNorm norm;
-    if (c.norm) norm = {qw, kw, 1e-6f, c.one_plus_w};
+    if (c.norm) norm = {in.qw, in.kw, 1e-6f, c.one_plus_w};
 
     struct Run {
       HostTensor q_out, gate, k, kc, vc;
     };
     auto run = [&](const HostTensor& cache0) {
-      Run r{c.gated ? HostTensor(DType::kF32, {T, c.Hq, c.D}) : clone(q),
-            HostTensor(DType::kF32, {T, c.Hq, c.D}), clone(k0), clone(cache0), clone(cache0)};
-      backend::qk_norm_rope_store(c.gated ? q.view() : r.q_out.view(), r.k, v, norm, rope,
-                                  positions, r.q_out, c.gated ? r.gate.view() : Tensor{}, r.kc,
+      Run r{c.gated ? HostTensor(DType::kF32, {T, c.Hq, c.D}) : clone(in.q),
+            HostTensor(DType::kF32, {T, c.Hq, c.D}), clone(in.k0), clone(cache0), clone(cache0)};
+      backend::qk_norm_rope_store(c.gated ? in.q.view() : r.q_out.view(), r.k, in.v, norm, in.rope,
+                                  in.positions, r.q_out, c.gated ? r.gate.view() : Tensor{}, r.kc,
                                   r.vc);
       return r;
     };

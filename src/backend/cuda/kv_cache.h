@@ -5,7 +5,9 @@
 
 #include <cuda_bf16.h>
 
-#include "backend/cuda/cuda_check.h"
+#include <utility>
+
+#include "backend/cuda/scale_type.h"
 #include "core/tensor.h"
 
 namespace strata::backend::cuda {
@@ -20,16 +22,7 @@ __device__ __forceinline__ void store_cache(__nv_bfloat16* p, float x) {
 // Calls f(C{}) with C the element type of the cache `t`.
 template <typename F>
 void with_cache_type(const Tensor& t, F&& f) {
-  switch (t.dtype) {
-    case DType::kF32:
-      f(float{});
-      return;
-    case DType::kBF16:
-      f(__nv_bfloat16{});
-      return;
-    default:
-      throw_internal_error("KV cache: not F32 or BF16");
-  }
+  with_float_type</*kHalf=*/false>(t.dtype, "KV cache: not F32 or BF16", std::forward<F>(f));
 }
 
 }  // namespace strata::backend::cuda
