@@ -113,9 +113,15 @@ __device__ inline Vec<kVec> widen(const Packed<kVec, float>& p) {
 template <int kVec>
 __device__ inline Vec<kVec> widen(const Packed<kVec, __nv_bfloat16>& p) {
   Vec<kVec> r;
+  if constexpr (kVec == 1) {
+    r.x[0] = widen_bf16_pair(p.w[0]).x;
+  } else {
 #pragma unroll
-  for (int e = 0; e < kVec; ++e)
-    r.x[e] = __uint_as_float(e % 2 == 0 ? p.w[e / 2] << 16 : p.w[e / 2] & 0xffff0000u);
+    for (int e = 0; e < kVec; e += 2) {
+      const float2 f = widen_bf16_pair(p.w[e / 2]);
+      r.x[e] = f.x, r.x[e + 1] = f.y;
+    }
+  }
   return r;
 }
 
@@ -180,11 +186,11 @@ __device__ inline void widen_tile(float* tile, const __nv_bfloat16* raw) {
   for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
     const int r = i / kChunks, c = (i % kChunks) * 8;
     const uint4 u = *reinterpret_cast<const uint4*>(raw + r * D + c);
+    const float2 a = widen_bf16_pair(u.x), b = widen_bf16_pair(u.y), e = widen_bf16_pair(u.z),
+                 f = widen_bf16_pair(u.w);
     float4* dst = reinterpret_cast<float4*>(tile + r * (D + 4) + c);
-    dst[0] = make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
-                         __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
-    dst[1] = make_float4(__uint_as_float(u.z << 16), __uint_as_float(u.z & 0xffff0000u),
-                         __uint_as_float(u.w << 16), __uint_as_float(u.w & 0xffff0000u));
+    dst[0] = make_float4(a.x, a.y, b.x, b.y);
+    dst[1] = make_float4(e.x, e.y, f.x, f.y);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 
+#include <cstdint>
 #include <utility>
 
 #include "backend/cuda/scale_type.h"
@@ -17,6 +18,11 @@ __device__ __forceinline__ float load_cache(const __nv_bfloat16* p) { return __b
 __device__ __forceinline__ void store_cache(float* p, float x) { *p = x; }
 __device__ __forceinline__ void store_cache(__nv_bfloat16* p, float x) {
   *p = __float2bfloat16_rn(x);
+}
+
+// Two BF16 values packed in a 32-bit word (the lower address in the low half), widened exactly.
+__device__ __forceinline__ float2 widen_bf16_pair(uint32_t w) {
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
 }
 
 // Calls f(C{}) with C the element type of the cache `t`.
