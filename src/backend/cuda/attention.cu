@@ -1,9 +1,10 @@
-// Causal grouped-query attention over a KV cache on the GPU, in fp32 on CUDA cores: a decode kernel
-// that streams keys through registers (up to 8 query rows per KV head), a tiled flash-attention
-// kernel for verify steps and prefill, and a merge of the split-KV partial results both produce
-// when too few blocks would run. Lengths come from the positions on the device, so one captured
-// graph serves every step below its kv_bound. The caches are F32 or BF16 (kv_cache.h): every kernel
-// takes the element type as a template parameter and widens BF16 values to fp32 as it reads them.
+// Causal grouped-query attention over a KV cache on the GPU: a decode kernel that streams keys
+// through registers (up to 8 query rows per KV head), a tiled flash-attention kernel for verify
+// steps and prefill, both in fp32 on CUDA cores, a tensor-core form of the tiled kernel for prefill
+// over a BF16 cache, and a merge of the split-KV partial results they produce when too few blocks
+// would run. Lengths come from the positions on the device, so one captured graph serves every step
+// below its kv_bound. The caches are F32 or BF16 (kv_cache.h): the CUDA-core kernels take the
+// element type as a template parameter and widen BF16 values to fp32 as they read them.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -12,10 +13,12 @@
 #include <type_traits>
 
 #include "backend/cuda/async_copy.h"
+#include "backend/cuda/bf16_pack.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/kv_cache.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/mma.h"
 
 namespace strata::backend::cuda {
 
@@ -150,12 +153,12 @@ constexpr size_t smem_bytes() {
          (sizeof(C) == sizeof(float) ? 0 : 2 * sizeof(C) * kTileKeys * D);
 }
 
-// Copies rows [start, start + kTileKeys) of one KV head of a cache into a tile (rows of kStride
+// Copies rows [start, start + kKeys) of one KV head of a cache into a tile (rows of kStride
 // elements); rows outside [lo, hi] become zeros (they may be unwritten memory, and a zero value row
 // times p = 0 stays 0). Each warp copies whole rows, 32 lanes side by side (several rows at once
 // when a row has fewer than 32 chunks of 16 bytes), so the address arithmetic is paid once per
 // row, not per chunk.
-template <int D, int kWarps, int kStride, typename C>
+template <int D, int kWarps, int kStride, typename C, int kKeys = kTileKeys>
 __device__ inline void load_tile(C* tile, const C* head, int64_t row_stride, int start, int lo,
                                  int hi) {
   constexpr int kPerChunk = 16 / sizeof(C);
@@ -164,7 +167,7 @@ __device__ inline void load_tile(C* tile, const C* head, int64_t row_stride, int
   constexpr int kLaneChunks = (kChunks + 31) / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int chunk = kRowsPerPass > 1 ? lane % kChunks : lane;
-  for (int r = warp * kRowsPerPass + (kRowsPerPass > 1 ? lane / kChunks : 0); r < kTileKeys;
+  for (int r = warp * kRowsPerPass + (kRowsPerPass > 1 ? lane / kChunks : 0); r < kKeys;
        r += kWarps * kRowsPerPass) {
     const int key = start + r;
     const bool in = key >= lo && key <= hi;
@@ -471,6 +474,238 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
   }
 }
 
+// Prefill over a BF16 cache on tensor cores (mma.sync m16n8k16, fp32 accumulation). Keys and values
+// are bf16 already, so only q and p need care: each is split into two bf16 limbs, hi = bf16(x) and
+// lo = bf16(x - hi), and multiplied limb by limb into the same fp32 accumulators. The two limbs
+// carry 16 significant bits (x - hi - lo is below 2^-17 |x|), so the op tests hold this kernel to
+// the fp32 kernels' tolerance, at four mma per product where one would round q and p to bf16.
+// A block owns kMmaRows = 64 rows of a KV head (16 a warp, as the A fragment's rows) and streams
+// tiles of kKeys keys through shared memory as the tiled kernel does (the next K tile loads during
+// P·V, the next V tile during Q·K). Lane (g, c) = (lane / 4, lane % 4) holds the scores and output
+// columns 2c, 2c + 1 of each 8-column n-tile for rows g and g + 8 of its warp, so a row's max and
+// sum are reduced over the four lanes of a quad. Grid: (row tiles, Hkv, splits).
+constexpr int kMmaWarps = 4;
+constexpr int kMmaRows = 16 * kMmaWarps;
+
+template <int D>
+constexpr int mma_keys() {
+  return D <= 128 ? 64 : 32;  // keeps D = 256 at two blocks an SM (registers and shared memory)
+}
+template <int D>
+constexpr int mma_pitch() {
+  return D + 8;  // bf16 elements a row: 16 bytes of padding spread ldmatrix's 8 rows over the banks
+}
+template <int D>
+constexpr size_t mma_smem_bytes() {
+  return sizeof(__nv_bfloat16) * (2 * kMmaRows + 2 * mma_keys<D>()) * mma_pitch<D>();
+}
+
+// x as two bf16 limbs (hi = x rounded, lo = the remainder rounded), packed in pairs.
+struct Limbs {
+  uint32_t hi, lo;
+};
+__device__ inline Limbs split_pair(float a, float b) {
+  const uint32_t hi = pack_bf16x2(a, b);
+  const float2 h = widen_bf16_pair(hi);
+  return {hi, pack_bf16x2(a - h.x, b - h.y)};
+}
+
+template <int D>
+__global__ void __launch_bounds__(32 * kMmaWarps) mma_kernel(const Params p) {
+  wait_for_inputs();
+  static_assert(D % 16 == 0 && D <= 256, "head_dim: a multiple of 16 up to 256");
+  constexpr int kKeys = mma_keys<D>(), kPitch = mma_pitch<D>();
+  constexpr int kThreads = 32 * kMmaWarps, kNKeys = kKeys / 8, kND = D / 8;
+
+  extern __shared__ float4 smem4[];
+  __nv_bfloat16* const q_hi = reinterpret_cast<__nv_bfloat16*>(smem4);  // [kMmaRows][kPitch]
+  __nv_bfloat16* const q_lo = q_hi + kMmaRows * kPitch;                 // [kMmaRows][kPitch]
+  __nv_bfloat16* const ks = q_lo + kMmaRows * kPitch;                   // [kKeys][kPitch]
+  __nv_bfloat16* const vs = ks + kKeys * kPitch;                        // [kKeys][kPitch]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, c = lane % 4;
+
+  const int row0 = (gridDim.x - 1 - blockIdx.x) * kMmaRows;  // latest rows first
+  const int kvh = blockIdx.y;
+  const int rows_per_head = p.T * p.group;
+  const int last_row = min(row0 + kMmaRows, rows_per_head) - 1;
+  const KeyRange range = split_keys(p, row0, last_row);
+  const int lo = range.lo, hi = range.hi;
+
+  // This lane's rows (g and g + 8 of its warp) and the keys each may see in this split.
+  int row[2], row_lo[2], row_hi[2];
+  int warp_lo = INT_MAX, warp_hi = INT_MIN;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row[h] = row0 + warp * 16 + g + 8 * h;
+    row_lo[h] = INT_MAX, row_hi[h] = INT_MIN;  // padding rows see nothing
+    if (row[h] < rows_per_head) {
+      const int pos = __ldg(p.positions + row[h] / p.group);
+      row_lo[h] = max(first_key(pos, p.window), lo);
+      row_hi[h] = min(pos, hi);
+    }
+    warp_lo = min(warp_lo, row_lo[h]);
+    warp_hi = max(warp_hi, row_hi[h]);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, offset));
+    warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, offset));
+  }
+
+  float o[kND][4];
+#pragma unroll
+  for (int n = 0; n < kND; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
+  float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};  // l: this lane's share of the row sum
+
+  const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
+  const auto* const k_head = static_cast<const __nv_bfloat16*>(p.k) + static_cast<int64_t>(kvh) * D;
+  const auto* const v_head = static_cast<const __nv_bfloat16*>(p.v) + static_cast<int64_t>(kvh) * D;
+  if (lo <= hi) {
+    load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(ks, k_head, row_stride, lo, lo, hi);
+    copy_async_commit();
+    load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(vs, v_head, row_stride, lo, lo, hi);
+    copy_async_commit();
+    // q's rows as limbs, four values a thread and step, while the first tiles load.
+    for (int i = threadIdx.x; i < kMmaRows * (D / 4); i += kThreads) {
+      const int r = i / (D / 4), col = (i % (D / 4)) * 4;
+      float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (row0 + r < rows_per_head)
+        x = *reinterpret_cast<const float4*>(p.q + q_row(p, kvh, row0 + r) * D + col);
+      const Limbs a = split_pair(x.x, x.y), b = split_pair(x.z, x.w);
+      *reinterpret_cast<uint2*>(q_hi + r * kPitch + col) = make_uint2(a.hi, b.hi);
+      *reinterpret_cast<uint2*>(q_lo + r * kPitch + col) = make_uint2(a.lo, b.lo);
+    }
+  }
+
+  const int tiles = lo <= hi ? (hi - lo) / kKeys + 1 : 0;
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int start = lo + tile * kKeys;
+    // A warp skips tiles that are masked for all its rows (causal and window); the barriers stay.
+    const bool active = start <= warp_hi && start + kKeys - 1 >= warp_lo;
+    float s[kNKeys][4];
+
+    copy_async_wait<1>();  // K of this tile landed; V may still be in flight
+    __syncthreads();       // (and, the first time, q's limbs are stored)
+    if (active) {
+#pragma unroll
+      for (int j = 0; j < kNKeys; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[j][e] = 0.0f;
+      const int q_at = (warp * 16 + lane % 16) * kPitch + (lane / 16) * 8;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a_hi[4], a_lo[4];
+        ldmatrix_x4(a_hi, q_hi + q_at + kk * 16);
+        ldmatrix_x4(a_lo, q_lo + q_at + kk * 16);
+#pragma unroll
+        for (int j = 0; j < kNKeys / 2; ++j) {
+          uint32_t b[4];  // keys 16j..16j+7 (d low, high), then 16j+8..16j+15
+          ldmatrix_x4(b, ks + (j * 16 + (lane / 16) * 8 + lane % 8) * kPitch + kk * 16 +
+                             ((lane / 8) % 2) * 8);
+          mma_bf16(s[2 * j], a_hi, b[0], b[1]);
+          mma_bf16(s[2 * j], a_lo, b[0], b[1]);
+          mma_bf16(s[2 * j + 1], a_hi, b[2], b[3]);
+          mma_bf16(s[2 * j + 1], a_lo, b[2], b[3]);
+        }
+      }
+      // Online softmax: masked scores are -inf (selected, never computed with); a row that has
+      // seen no key yet keeps m = -inf and l = 0.
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = kNegInf;
+#pragma unroll
+        for (int j = 0; j < kNKeys; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = start + j * 8 + 2 * c + e;
+            float& x = s[j][2 * h + e];
+            x = key >= row_lo[h] && key <= row_hi[h] ? x * p.scale_log2 : kNegInf;
+            mx = fmaxf(mx, x);
+          }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx);
+        const float m_use = m_new == kNegInf ? 0.0f : m_new;
+        const float alpha = exp2f(m[h] - m_use);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kNKeys; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = s[j][2 * h + e];
+            x = exp2f(x - m_use);
+            sum += x;
+          }
+        l[h] = l[h] * alpha + sum;
+        m[h] = m_new;
+#pragma unroll
+        for (int n = 0; n < kND; ++n) o[n][2 * h] *= alpha, o[n][2 * h + 1] *= alpha;
+      }
+    }
+    __syncthreads();  // every warp is done with this K tile
+    if (tile + 1 < tiles)
+      load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(ks, k_head, row_stride, start + kKeys,
+                                                            lo, hi);
+    copy_async_commit();
+    copy_async_wait<1>();  // V of this tile landed; the next K may still be in flight
+    __syncthreads();
+    if (active) {
+#pragma unroll
+      for (int t = 0; t < kKeys / 16; ++t) {
+        // P's A fragment for keys 16t..16t+15, straight from the score accumulators.
+        uint32_t a_hi[4], a_lo[4];
+#pragma unroll
+        for (int f = 0; f < 4; ++f) {
+          const float* x = s[2 * t + f / 2] + 2 * (f % 2);
+          const Limbs pl = split_pair(x[0], x[1]);
+          a_hi[f] = pl.hi, a_lo[f] = pl.lo;
+        }
+#pragma unroll
+        for (int n = 0; n < kND / 2; ++n) {
+          uint32_t b[4];  // columns 16n..16n+7 (keys low, high), then 16n+8..16n+15
+          ldmatrix_x4_trans(b, vs + (t * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kPitch + n * 16 +
+                                   (lane / 16) * 8);
+          mma_bf16(o[2 * n], a_hi, b[0], b[1]);
+          mma_bf16(o[2 * n], a_lo, b[0], b[1]);
+          mma_bf16(o[2 * n + 1], a_hi, b[2], b[3]);
+          mma_bf16(o[2 * n + 1], a_lo, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this V tile
+    if (tile + 1 < tiles)
+      load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(vs, v_head, row_stride, start + kKeys,
+                                                            lo, hi);
+    copy_async_commit();
+  }
+  copy_async_wait<0>();
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (row[h] >= rows_per_head) continue;
+    const int64_t out_row = q_row(p, kvh, row[h]);
+    if (p.splits == 1) {
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+      for (int n = 0; n < kND; ++n)
+        *reinterpret_cast<float2*>(p.out + out_row * D + n * 8 + 2 * c) =
+            make_float2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+    } else {
+      const int64_t split_row = static_cast<int64_t>(blockIdx.z) * p.T * p.Hq + out_row;
+#pragma unroll
+      for (int n = 0; n < kND; ++n)
+        *reinterpret_cast<float2*>(p.part_o + split_row * D + n * 8 + 2 * c) =
+            make_float2(o[n][2 * h], o[n][2 * h + 1]);
+      if (c == 0) p.part_ml[split_row] = make_float2(sum > 0.0f ? m[h] : kNegInf, sum);
+    }
+  }
+}
+
 // Decode: at most 8 rows per KV head (a decode step with a group of up to 8, or a short verify
 // step of a small group). Keys and values stream from memory straight into registers, 16 bytes per
 // lane, with no shared-memory tiles, so that many warps fit on an SM. Each lane holds D / 32
@@ -773,6 +1008,20 @@ void run_decode(const Params& p, int64_t kv_bound) {
   launch_splits<D>(kernel, 32 * kDecodeWarps, 0, blocks_per_sm, kRows, p, kv_bound);
 }
 
+template <int D>
+void run_mma(const Params& p, int64_t kv_bound) {
+  constexpr size_t kSmem = mma_smem_bytes<D>();
+  auto* const kernel = mma_kernel<D>;
+  static const int blocks_per_sm = [kernel] {
+    allow_shared_bytes(kernel, kSmem);
+    int n = 0;
+    STRATA_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kMmaWarps, kSmem));
+    return n > 0 ? n : 1;
+  }();
+  launch_splits<D>(kernel, 32 * kMmaWarps, kSmem, blocks_per_sm, kMmaRows, p, kv_bound);
+}
+
 template <int D, int kRowsPerWarp, int kWarps, typename C>
 void run_tiled(const Params& p, int64_t kv_bound) {
   constexpr size_t kSmem = smem_bytes<D, kRowsPerWarp, kWarps, C>();
@@ -787,8 +1036,8 @@ void run_tiled(const Params& p, int64_t kv_bound) {
   launch_splits<D>(kernel, 32 * kWarps, kSmem, blocks_per_sm, kRowsPerWarp * kWarps, p, kv_bound);
 }
 
-// By the rows per KV head (T · group): decode steps stream keys through registers; verify steps and
-// prefill use tiles of 16 to 64 rows.
+// By the rows per KV head (T · group): decode steps stream keys through registers; verify steps use
+// tiles of 16 or 32 rows; prefill uses tiles of 64 rows, on tensor cores over a BF16 cache.
 template <int D, typename C>
 void run_rows(const Params& p, int64_t kv_bound) {
   const int64_t rows = static_cast<int64_t>(p.T) * p.group;
@@ -800,6 +1049,8 @@ void run_rows(const Params& p, int64_t kv_bound) {
     run_tiled<D, 8, 2, C>(p, kv_bound);
   } else if (rows <= 32) {
     run_tiled<D, 8, 4, C>(p, kv_bound);
+  } else if constexpr (std::is_same_v<C, __nv_bfloat16>) {
+    run_mma<D>(p, kv_bound);
   } else {
     run_tiled<D, 8, 8, C>(p, kv_bound);
   }

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/mma.h"
 #include "backend/cuda/scale_type.h"
 #include "backend/cuda/warp.h"
 #include "backend/moe.h"
@@ -504,20 +505,6 @@ struct GemmStage {
   __nv_bfloat16 a[kTileRows][kStagePitch];   // the band's rows
   __nv_bfloat16 b[kTilePairs][kStagePitch];  // the tile's activations
 };
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // out[p, rows] for the pairs p of tile blockIdx.y and the band blockIdx.x of the matrix's N rows:
 // kGateUp: SiLU(gate_e · x) ⊙ (up_e · x) with x = x[p / k_div] (a token's row of the prompt);

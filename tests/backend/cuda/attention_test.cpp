@@ -196,16 +196,17 @@ TEST_F(CudaAttention, LongContextsMatchCpu) {
   }
 }
 
-// A BF16 cache through every kernel: decode and verify steps (registers), prefill chunks (tiles
-// widened in shared memory), a long split decode, and head dims the any-dim kernel takes. The
-// reference is the CPU op on the F32 values of the same cache.
+// A BF16 cache through every kernel: decode and verify steps (registers), short verify chunks
+// (tiles widened in shared memory), prefill chunks (tensor cores, q and p in two bf16 limbs), a
+// long split decode, every head dim the tiled kernels take, and head dims the any-dim kernel takes.
+// The reference is the CPU op on the F32 values of the same cache.
 TEST_F(CudaAttention, Bf16CacheMatchesCpu) {
   uint32_t seed = 600;
   for (int64_t D : {64, 128, 256, 96}) {
     for (const auto& heads : kHeads) {
       if (D == 96 && heads[0] != 8) continue;
       Cache cache(kCapacity, heads[1], D, seed++, DType::kBF16);
-      for (int64_t T : {1, 3, 8, 100})
+      for (int64_t T : {1, 3, 8, 100, 300})
         for (int64_t start : {0, 1000, 4095})
           for (int64_t window : {0, 37})
             check_case(cache, {heads[0], T, start, window, bounds_for(start + T - 1, kCapacity)},
@@ -219,6 +220,14 @@ TEST_F(CudaAttention, Bf16CacheMatchesCpu) {
   {
     Cache cache(2048, 2, 128, seed++, DType::kBF16);
     check_case(cache, {8, 700, 0, 0, {700, 2048}}, seed++);
+    check_case(cache, {8, 2048, 0, 0, {2048}}, seed++);
+    check_case(cache, {8, 2048, 0, 300, {2048}}, seed++);
+  }
+  for (int64_t D : {32, 160, 192, 224}) {
+    Cache cache(600, 2, D, seed++, DType::kBF16);
+    for (int64_t T : {5, 40, 583})
+      for (int64_t window : {0, 37})
+        check_case(cache, {8, T, 599 - T + 1 - 17, window, bounds_for(599 - 17, 600)}, seed++);
   }
   for (int64_t D : {16, 48, 200}) {
     Cache cache(600, 2, D, seed++, DType::kBF16);
