@@ -6,15 +6,18 @@
 
 namespace strata::control {
 
-namespace {
+Pattern::Pattern(std::string source) : source_(std::move(source)) {
+  if (!source_.empty()) re_ = std::make_shared<const text::Regex>(source_);
+}
 
-bool matches(const std::string& pattern, std::string_view text) {
-  if (pattern.empty() || text.empty()) return false;
-  const text::Regex re(pattern);
+bool Pattern::found_in(std::string_view text) const {
+  if (!re_ || text.empty()) return false;
   bool found = false;
-  re.for_each_match(text, [&](size_t, size_t) { found = true; });
+  re_->for_each_match(text, [&](size_t, size_t) { found = true; });
   return found;
 }
+
+namespace {
 
 LoopConfig loop_from_json(const Json& j, const char* where) {
   check(j.is_object(), ErrorKind::kInvalidInput, "think control config: '{}' must be an object", where);
@@ -35,8 +38,7 @@ EscapeRule rule_from_json(const Json& j) {
   EscapeRule r;
   r.task = get_or<std::string>(j, "task", "");
   r.hint = j["hint"].get<std::string>();
-  r.prompt_pattern = get_or<std::string>(j, "prompt_pattern", "");
-  if (!r.prompt_pattern.empty()) text::Regex check_valid(r.prompt_pattern);
+  r.prompt_pattern = Pattern(get_or<std::string>(j, "prompt_pattern", ""));
   if (auto it = j.find("response_format"); it != j.end())
     for (const auto& f : *it) r.response_formats.push_back(f.get<std::string>());
   return r;
@@ -61,8 +63,7 @@ ThinkControlConfig ThinkControlConfig::from_json(const Json& j) {
     c.router.enabled = get_or<bool>(r, "enabled", false);
     c.router.min_system_chars = get_or<int64_t>(r, "min_system_chars", c.router.min_system_chars);
     c.router.max_user_chars = get_or<int64_t>(r, "max_user_chars", c.router.max_user_chars);
-    c.router.question_pattern = get_or<std::string>(r, "question_pattern", "");
-    if (!c.router.question_pattern.empty()) text::Regex check_valid(c.router.question_pattern);
+    c.router.question_pattern = Pattern(get_or<std::string>(r, "question_pattern", ""));
     return c;
   } catch (const Json::exception& e) {
     fail(ErrorKind::kInvalidInput, "think control config: {}", e.what());
@@ -78,7 +79,9 @@ const EscapeRule& choose_escape(const ThinkControlConfig& config, const TaskSign
   for (const EscapeRule& r : config.rules) {
     for (const std::string& f : r.response_formats)
       if (f == task.response_format) return r;
-    if (matches(r.prompt_pattern, task.last_user_message) || matches(r.prompt_pattern, task.system_prompt)) return r;
+    if (r.prompt_pattern.found_in(task.last_user_message) ||
+        r.prompt_pattern.found_in(task.system_prompt))
+      return r;
   }
   return config.fallback;
 }
@@ -88,7 +91,8 @@ bool route_thinking_on(const RouterConfig& config, const TaskSignals& task, bool
   if (static_cast<int64_t>(task.system_prompt.size()) <= config.min_system_chars) return false;
   if (task.last_user_message.empty() || static_cast<int64_t>(task.last_user_message.size()) >= config.max_user_chars)
     return false;
-  return config.question_pattern.empty() || matches(config.question_pattern, task.last_user_message);
+  return config.question_pattern.empty() ||
+         config.question_pattern.found_in(task.last_user_message);
 }
 
 ThinkController::ThinkController(ThinkSettings settings)

@@ -8,18 +8,39 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "control/loop_detector.h"
 #include "core/json.h"
 #include "runtime/engine.h"
 
+namespace strata::text {
+class Regex;
+}
+
 namespace strata::control {
+
+// A PCRE2 pattern compiled once, when the config is read (an invalid one throws there), and shared
+// by every request that searches with it. Empty: matches nothing.
+class Pattern {
+ public:
+  Pattern() = default;
+  explicit Pattern(std::string source);
+
+  bool empty() const { return source_.empty(); }
+  const std::string& source() const { return source_; }
+  bool found_in(std::string_view text) const;  // some non-empty match in text
+
+ private:
+  std::string source_;
+  std::shared_ptr<const text::Regex> re_;
+};
 
 struct EscapeRule {
   std::string task;                         // "json", "sql", "code", ...
   std::vector<std::string> response_formats;  // OpenAI response_format types that select it
-  std::string prompt_pattern;               // PCRE2, searched in the last user message (and system)
+  Pattern prompt_pattern;                     // searched in the last user message (and system)
   std::string hint;                         // text injected after the closing tag
 };
 
@@ -27,7 +48,7 @@ struct RouterConfig {
   bool enabled = true;
   int64_t min_system_chars = 3000;
   int64_t max_user_chars = 200;
-  std::string question_pattern;
+  Pattern question_pattern;
 };
 
 struct ThinkControlConfig {

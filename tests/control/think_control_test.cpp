@@ -227,6 +227,20 @@ TEST(EscapeHint, RulesComeFromConfigData) {
   test::expect_error([&] { ThinkControlConfig::from_json(j); }, ErrorKind::kInvalidInput, {});
 }
 
+TEST(EscapeHint, PatternsAreCompiledWithTheConfigAndSharedByItsCopies) {
+  const Pattern none;
+  EXPECT_TRUE(none.empty());
+  EXPECT_FALSE(none.found_in("anything"));
+  const Pattern poem("(?i)\\bpoem\\b");
+  EXPECT_EQ(poem.source(), "(?i)\\bpoem\\b");
+  EXPECT_TRUE(poem.found_in("A POEM, please"));
+  EXPECT_FALSE(poem.found_in("poems"));
+  EXPECT_FALSE(poem.found_in(""));
+  const Pattern copy = poem;  // a copied config (a server's per-request settings) keeps working
+  EXPECT_TRUE(copy.found_in("one poem"));
+  test::expect_error([] { Pattern bad("(unclosed"); }, ErrorKind::kInvalidInput, {});
+}
+
 TEST(RetrievalRouter, TurnsThinkingOnForShortQuestionsOverLongContext) {
   const RouterConfig& r = ThinkControlConfig::defaults().router;
   const std::string long_doc(4000, 'x');
