@@ -241,6 +241,22 @@ __device__ inline KeyRange split_keys(const Params& p, int first_row, int last_r
   return {lo, min(lo + span - 1, blk_hi)};
 }
 
+// The keys row `row` of a KV head sees in the split [lo, hi] (causal and window); none (lo > hi)
+// for padding rows past rows_per_head.
+__device__ inline KeyRange row_keys(const Params& p, int row, int rows_per_head, int lo, int hi) {
+  if (row >= rows_per_head) return {INT_MAX, INT_MIN};
+  const int pos = __ldg(p.positions + row / p.group);
+  return {max(first_key(pos, p.window), lo), min(pos, hi)};
+}
+
+// The union over a warp's lanes of the key ranges they hold (lo, hi).
+__device__ inline void warp_key_span(int& lo, int& hi) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
+    hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, offset));
+  }
+}
+
 // Verify steps and prefill. A block owns kRows rows; its warps own kRowsPerWarp rows each and
 // share the K/V tiles of kTileKeys keys that the block streams through shared memory (cp.async; the
 // next K tile loads during P·V, the next V tile during Q·K). In a tile, lane (rg, cg) =
@@ -312,20 +328,13 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
   int warp_lo = INT_MAX, warp_hi = INT_MIN;
 #pragma unroll
   for (int i = 0; i < kRowsPerLane; ++i) {
-    const int row = row0 + warp * kRowsPerWarp + rg * kRowsPerLane + i;
-    row_lo[i] = INT_MAX, row_hi[i] = INT_MIN;  // padding rows see nothing
-    if (row < rows_per_head) {
-      const int pos = __ldg(p.positions + row / p.group);
-      row_lo[i] = max(first_key(pos, p.window), lo);
-      row_hi[i] = min(pos, hi);
-    }
+    const KeyRange keys =
+        row_keys(p, row0 + warp * kRowsPerWarp + rg * kRowsPerLane + i, rows_per_head, lo, hi);
+    row_lo[i] = keys.lo, row_hi[i] = keys.hi;
     warp_lo = min(warp_lo, row_lo[i]);
     warp_hi = max(warp_hi, row_hi[i]);
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, offset));
-    warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, offset));
-  }
+  warp_key_span(warp_lo, warp_hi);
 
   // Prologue: q rows and the first K tile in one copy group, the first V tile in the next.
   for (int c = threadIdx.x; c < kRows * (D / 4); c += kThreads) {
@@ -538,19 +547,12 @@ __global__ void __launch_bounds__(32 * kMmaWarps) mma_kernel(const Params p) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     row[h] = row0 + warp * 16 + g + 8 * h;
-    row_lo[h] = INT_MAX, row_hi[h] = INT_MIN;  // padding rows see nothing
-    if (row[h] < rows_per_head) {
-      const int pos = __ldg(p.positions + row[h] / p.group);
-      row_lo[h] = max(first_key(pos, p.window), lo);
-      row_hi[h] = min(pos, hi);
-    }
+    const KeyRange keys = row_keys(p, row[h], rows_per_head, lo, hi);
+    row_lo[h] = keys.lo, row_hi[h] = keys.hi;
     warp_lo = min(warp_lo, row_lo[h]);
     warp_hi = max(warp_hi, row_hi[h]);
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, offset));
-    warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, offset));
-  }
+  warp_key_span(warp_lo, warp_hi);
 
   float o[kND][4];
 #pragma unroll
@@ -756,12 +758,8 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params 
 
   // The score this lane pair owns after the reduction, and the keys its row sees in this split.
   const int owned = (lane >> 1) & 15, my_row = owned / kKeys, my_key = owned % kKeys;
-  int row_lo = INT_MAX, row_hi = INT_MIN;
-  if (my_row < rows) {
-    const int pos = __ldg(p.positions + my_row / p.group);
-    row_lo = max(first_key(pos, p.window), range.lo);
-    row_hi = min(pos, range.hi);
-  }
+  const KeyRange my_keys = row_keys(p, my_row, rows, range.lo, range.hi);
+  const int row_lo = my_keys.lo, row_hi = my_keys.hi;
   float m = kNegInf, l = 0.0f;  // of my_row
 
   const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
@@ -996,15 +994,19 @@ void launch_splits(void (*kernel)(Params), int threads, size_t smem, int blocks_
   }
 }
 
+// Blocks of kernel an SM holds at once at this launch shape (at least 1), from the occupancy
+// calculator; each caller asks once per kernel, on the eager call that precedes any capture.
+int resident_blocks(void (*kernel)(Params), int threads, size_t smem) {
+  if (smem > 0) allow_shared_bytes(kernel, smem);
+  int n = 0;
+  STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+  return n > 0 ? n : 1;
+}
+
 template <int D, int kRows, typename C>
 void run_decode(const Params& p, int64_t kv_bound) {
   auto* const kernel = decode_kernel<D, kRows, C>;
-  static const int blocks_per_sm = [kernel] {
-    int n = 0;
-    STRATA_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kDecodeWarps, 0));
-    return n > 0 ? n : 1;
-  }();
+  static const int blocks_per_sm = resident_blocks(kernel, 32 * kDecodeWarps, 0);
   launch_splits<D>(kernel, 32 * kDecodeWarps, 0, blocks_per_sm, kRows, p, kv_bound);
 }
 
@@ -1012,13 +1014,7 @@ template <int D>
 void run_mma(const Params& p, int64_t kv_bound) {
   constexpr size_t kSmem = mma_smem_bytes<D>();
   auto* const kernel = mma_kernel<D>;
-  static const int blocks_per_sm = [kernel] {
-    allow_shared_bytes(kernel, kSmem);
-    int n = 0;
-    STRATA_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kMmaWarps, kSmem));
-    return n > 0 ? n : 1;
-  }();
+  static const int blocks_per_sm = resident_blocks(kernel, 32 * kMmaWarps, kSmem);
   launch_splits<D>(kernel, 32 * kMmaWarps, kSmem, blocks_per_sm, kMmaRows, p, kv_bound);
 }
 
@@ -1026,13 +1022,7 @@ template <int D, int kRowsPerWarp, int kWarps, typename C>
 void run_tiled(const Params& p, int64_t kv_bound) {
   constexpr size_t kSmem = smem_bytes<D, kRowsPerWarp, kWarps, C>();
   auto* const kernel = tiled_kernel<D, kRowsPerWarp, kWarps, C>;
-  static const int blocks_per_sm = [kernel] {
-    allow_shared_bytes(kernel, kSmem);
-    int n = 0;
-    STRATA_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kWarps, kSmem));
-    return n > 0 ? n : 1;
-  }();
+  static const int blocks_per_sm = resident_blocks(kernel, 32 * kWarps, kSmem);
   launch_splits<D>(kernel, 32 * kWarps, kSmem, blocks_per_sm, kRowsPerWarp * kWarps, p, kv_bound);
 }
 
