@@ -486,8 +486,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
 // Prefill over a BF16 cache on tensor cores (mma.sync m16n8k16, fp32 accumulation). Keys and values
 // are bf16 already, so only q and p need care: each is split into two bf16 limbs, hi = bf16(x) and
 // lo = bf16(x - hi), and multiplied limb by limb into the same fp32 accumulators. The two limbs
-// carry 16 significant bits (x - hi - lo is below 2^-17 |x|), so the op tests hold this kernel to
-// the fp32 kernels' tolerance, at four mma per product where one would round q and p to bf16.
+// carry 16 significant bits (|x - hi - lo| is at most 2^-16 |x|), so the op tests hold this kernel
+// to the fp32 kernels' tolerance, at twice the mma that rounding q and p to bf16 would take.
 // A block owns kMmaRows = 64 rows of a KV head (16 a warp, as the A fragment's rows) and streams
 // tiles of kKeys keys through shared memory as the tiled kernel does (the next K tile loads during
 // P·V, the next V tile during Q·K). Lane (g, c) = (lane / 4, lane % 4) holds the scores and output
