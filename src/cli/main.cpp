@@ -10,10 +10,12 @@
 #include "core/log.h"
 
 namespace {
-// --kv-cache-type, shared by the commands that load a model.
-void add_kv_cache_option(CLI::App& cmd, std::string& target) {
+// --device and --kv-cache-type, shared by the commands that load a model.
+void add_placement_options(CLI::App& cmd, std::string& device, std::string& kv_cache_type) {
+  cmd.add_option("--device", device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd.add_option(
-         "--kv-cache-type", target,
+         "--kv-cache-type", kv_cache_type,
          "KV cache element type: auto (bf16 where the checkpoint is 16-bit or MLX-quantized, f32 "
          "for an f32 one), f32 or bf16")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}));
@@ -40,9 +42,7 @@ int main(int argc, char** argv) {
   generate->add_option("--seed,-s", gen.seed);
   generate->add_option("--quantize", gen.quantize, "Quantize on load: q4 or q8 (MLX affine, group 64)")
       ->check(CLI::IsMember({"q4", "q8", "none"}));
-  generate->add_option("--device", gen.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  add_kv_cache_option(*generate, gen.kv_cache_type);
+  add_placement_options(*generate, gen.device, gen.kv_cache_type);
   generate->add_option("--ctx-size,-c", gen.ctx_size)->check(CLI::PositiveNumber);
   generate->add_flag("--json", gen.json, "Print one JSON object instead of streaming text");
   generate->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at end-of-sequence tokens");
@@ -51,9 +51,7 @@ int main(int argc, char** argv) {
   auto* info_cmd = app.add_subcommand("info", "Describe a model");
   info_cmd->add_option("--model,-m", info.model, "Model directory or .gguf file (default: the built-in strata-demo)");
   info_cmd->add_option("--quantize", info.quantize)->check(CLI::IsMember({"q4", "q8", "none"}));
-  info_cmd->add_option("--device", info.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  add_kv_cache_option(*info_cmd, info.kv_cache_type);
+  add_placement_options(*info_cmd, info.device, info.kv_cache_type);
   info_cmd->add_option("--ctx-size,-c", info.ctx_size)->check(CLI::PositiveNumber);
   info_cmd->add_flag("--json", info.json);
 
@@ -81,9 +79,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--alias", serve.alias, "A model name clients may use (repeatable; the first is reported)");
   serve_cmd->add_option("--quantize", serve.quantize, "Quantize on load: q4 or q8")->check(CLI::IsMember({"q4", "q8", "none"}));
-  serve_cmd->add_option("--device", serve.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  add_kv_cache_option(*serve_cmd, serve.kv_cache_type);
+  add_placement_options(*serve_cmd, serve.device, serve.kv_cache_type);
   serve_cmd->add_option("--shutdown-timeout", serve.shutdown_timeout, "Seconds generations may finish after SIGINT/SIGTERM")
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--think-config", serve.think_config,
@@ -102,9 +98,7 @@ int main(int argc, char** argv) {
   chat_cmd->add_option("--min-p", chat.min_p)->check(CLI::Range(0.0, 1.0));
   chat_cmd->add_option("--seed,-s", chat.seed);
   chat_cmd->add_option("--quantize", chat.quantize)->check(CLI::IsMember({"q4", "q8", "none"}));
-  chat_cmd->add_option("--device", chat.device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  add_kv_cache_option(*chat_cmd, chat.kv_cache_type);
+  add_placement_options(*chat_cmd, chat.device, chat.kv_cache_type);
   chat_cmd->add_flag("--no-thinking", chat.no_thinking, "Ask the template for answers without reasoning (enable_thinking=false)");
 
   RenderArgs render;
@@ -129,11 +123,7 @@ int main(int argc, char** argv) {
       ->add_option("--bits", bench.bits, "4 or 8: MLX affine, group 64 (repeatable; default: both)")
       ->delimiter(',')
       ->check(CLI::IsMember({4, 8}));
-  bench_cmd
-      ->add_option("--device", bench.device,
-                   "Where to run: cuda, cpu or auto (the GPU when there is one)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  add_kv_cache_option(*bench_cmd, bench.kv_cache_type);
+  add_placement_options(*bench_cmd, bench.device, bench.kv_cache_type);
   bench_cmd->add_option("--prompt", bench.prompts, "Prefill lengths in tokens (default 512,4096)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);

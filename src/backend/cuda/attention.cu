@@ -1046,6 +1046,19 @@ void run_rows(const Params& p, int64_t kv_bound) {
   }
 }
 
+// run_rows for head_dim d, the first of kDims it equals (the last when none does: the caller has
+// checked that d is one of them).
+template <typename C, int kDim, int... kDims>
+void run_head_dim(int64_t d, const Params& p, int64_t kv_bound) {
+  if constexpr (sizeof...(kDims) == 0) {
+    run_rows<kDim, C>(p, kv_bound);
+  } else if (d == kDim) {
+    run_rows<kDim, C>(p, kv_bound);
+  } else {
+    run_head_dim<C, kDims...>(d, p, kv_bound);
+  }
+}
+
 // Any head_dim up to 256 (the tiny test models use 16): one warp per (query, head), keys one at a
 // time with an online softmax; lanes hold dims lane, lane + 32, ... Slow, and only for head
 // dimensions the tiled kernels are not built for.
@@ -1140,32 +1153,7 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     p.capacity = static_cast<int>(k_cache.dim(0));
     p.window = win;
     p.scale_log2 = scale * kLog2e;
-    switch (D) {
-      case 32:
-        run_rows<32, C>(p, kv_bound);
-        break;
-      case 64:
-        run_rows<64, C>(p, kv_bound);
-        break;
-      case 96:
-        run_rows<96, C>(p, kv_bound);
-        break;
-      case 128:
-        run_rows<128, C>(p, kv_bound);
-        break;
-      case 160:
-        run_rows<160, C>(p, kv_bound);
-        break;
-      case 192:
-        run_rows<192, C>(p, kv_bound);
-        break;
-      case 224:
-        run_rows<224, C>(p, kv_bound);
-        break;
-      default:
-        run_rows<256, C>(p, kv_bound);
-        break;
-    }
+    run_head_dim<C, 32, 64, 96, 128, 160, 192, 224, 256>(D, p, kv_bound);
   });
 }
 
