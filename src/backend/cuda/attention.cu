@@ -19,6 +19,7 @@
 #include "backend/cuda/kv_cache.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/mma.h"
+#include "backend/cuda/warp.h"
 
 namespace strata::backend::cuda {
 
@@ -805,8 +806,7 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params 
     }
     if (kAhead && base + kStep <= range.hi) fetch(base + kStep, raw_k, raw_v);
     // This lane's parts of the step's 16 scores (row-major), then a reduce-scatter over lane bits
-    // 4..1: each round keeps the half of the values that the lane's bit selects and adds the
-    // partner's copy of it; the last round sums the lane pair.
+    // 4..1; the last shuffle sums the lane pair.
     float d[16];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
@@ -817,15 +817,7 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params 
         for (int e = 0; e < kE; ++e) acc = fmaf(q[r][e], kr[k][e], acc);
         d[r * kKeys + k] = acc;
       }
-#pragma unroll
-    for (int half = 8, bit = 16; half >= 1; half /= 2, bit /= 2) {
-      const bool upper = lane & bit;
-#pragma unroll
-      for (int i = 0; i < half; ++i) {
-        const float send = upper ? d[i] : d[i + half];
-        d[i] = (upper ? d[i + half] : d[i]) + __shfl_xor_sync(0xffffffffu, send, bit);
-      }
-    }
+    warp_reduce_scatter(d, lane);
     d[0] += __shfl_xor_sync(0xffffffffu, d[0], 1);
 
     // Online softmax of my_row over this step's keys (the lanes of one row differ in bits 1..).
