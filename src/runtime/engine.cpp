@@ -142,12 +142,20 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
     }
     const int32_t token = pick_on_device ? await_pick(slot) : host_pick();
     if (ahead) seq.resolve_pending(token);
-    if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) != request.stop_ids.end()) {
-      result.finish_reason = FinishReason::kStop;
-      break;
-    }
     ControlDecision decision;
-    if (request.controller) decision = request.controller->on_sampled(token);
+    if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) != request.stop_ids.end()) {
+      std::optional<ControlDecision> instead;
+      if (request.controller) instead = request.controller->on_end(token);
+      if (!instead) {
+        result.finish_reason = FinishReason::kStop;
+        break;
+      }
+      check(!instead->keep, ErrorKind::kInternal,
+            "a token controller kept an end-of-generation token");
+      decision = std::move(*instead);
+    } else if (request.controller) {
+      decision = request.controller->on_sampled(token);
+    }
     check(decision.keep || !decision.inject.empty() || decision.stop, ErrorKind::kInternal,
           "a token controller dropped a token without replacing it");
     if (ahead && !(decision.keep && decision.inject.empty() && !decision.stop)) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,13 @@ class TokenController {
   virtual ~TokenController() = default;
   virtual ControlDecision on_sampled(int32_t token) = 0;
   virtual void on_injected(int32_t token) { (void)token; }
+  // The model sampled one of the request's stop ids: nullopt ends the generation (on_sampled never
+  // sees that token); a decision replaces the token instead (its keep must be false, and its
+  // inject non-empty unless it stops).
+  virtual std::optional<ControlDecision> on_end(int32_t token) {
+    (void)token;
+    return std::nullopt;
+  }
 };
 
 // The model's log-probability of a sampled token (log-softmax of its raw logits, before sampling

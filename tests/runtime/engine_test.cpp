@@ -46,9 +46,11 @@ class EngineControl : public ::testing::TestWithParam<runtime::EngineOptions::Ru
 // Calls a function per sampled token.
 struct LambdaController : runtime::TokenController {
   std::function<ControlDecision(int32_t)> fn;
+  std::function<std::optional<ControlDecision>(int32_t)> end;  // optional
   std::vector<int32_t> injected;
   ControlDecision on_sampled(int32_t t) override { return fn(t); }
   void on_injected(int32_t t) override { injected.push_back(t); }
+  std::optional<ControlDecision> on_end(int32_t t) override { return end ? end(t) : std::nullopt; }
 };
 
 TEST_P(EngineControl, WithoutAControllerTheLoopIsPlainGreedy) {
@@ -94,6 +96,33 @@ TEST_P(EngineControl, DroppedTokenIsReplacedByTheInjection) {
   GenerationRequest req = greedy_request({3}, 4);
   req.controller = &c;
   EXPECT_EQ(engine.generate(req).tokens, (std::vector<int32_t>{4, 20, 21, 22}));
+}
+
+TEST_P(EngineControl, AnEndTokenEndsUnlessTheControllerReplacesIt) {
+  Engine engine(counting_model(), options());
+  LambdaController c;
+  std::vector<int32_t> sampled;
+  c.fn = [&](int32_t t) {
+    sampled.push_back(t);
+    return ControlDecision{};
+  };
+  int ends = 0;
+  c.end = [&](int32_t) -> std::optional<ControlDecision> {
+    if (++ends > 1) return std::nullopt;
+    ControlDecision d;
+    d.keep = false;
+    d.inject = {4};
+    return d;
+  };
+  GenerationRequest req = greedy_request({3}, 20);
+  req.stop_ids = {6};
+  req.controller = &c;
+  const auto r = engine.generate(req);
+  // The first 6 becomes 4 (the model counts on from it), the second ends the request.
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{4, 5, 4, 5}));
+  EXPECT_EQ(r.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(sampled, (std::vector<int32_t>{4, 5, 5}));  // on_sampled never sees an end token
+  EXPECT_EQ(ends, 2);
 }
 
 TEST_P(EngineControl, StopDecisionEndsWithItsReason) {
