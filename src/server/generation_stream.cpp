@@ -46,6 +46,10 @@ GenerationStream::GenerationStream(const text::Tokenizer& tokenizer,
   if (settings.parser) parser_.emplace(std::move(*settings.parser));
   request = std::move(generation);
   request.controller = think_.get();
+  if (settings.opening) {
+    opening_ = std::make_unique<control::AnswerOpening>(std::move(*settings.opening), think_.get());
+    request.controller = opening_.get();
+  }
   if (top_logprobs_ >= 0) {
     request.top_logprobs = top_logprobs_;
     request.on_logprob = [this](const runtime::TokenLogprob& logprob) { on_logprob(logprob); };

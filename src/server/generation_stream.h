@@ -2,7 +2,8 @@
 // streaming detokenizer, the stop strings and the output parser (reasoning / content / tool
 // calls); the resulting deltas wait here until the request's HTTP thread takes them. Stopping is
 // immediate: the token that completes a stop string is the last one computed. A stream may also
-// carry the request's think controller and collect per-token log-probabilities.
+// carry the request's think controller (wrapped by a forced answer opening) and collect per-token
+// log-probabilities.
 #pragma once
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "control/answer_opening.h"
 #include "control/stop_strings.h"
 #include "control/think_control.h"
 #include "server/generation_queue.h"
@@ -43,6 +45,8 @@ struct StreamSettings {
   std::optional<text::chat::ParserConfig> parser;  // chat: reasoning and tool calls
   int top_logprobs = -1;  // -1: no log-probabilities; else alternatives per token (0..20)
   std::unique_ptr<control::ThinkController> think;  // optional; becomes the request's controller
+  // A forced answer opening (tool_choice "required" or named); wraps `think` as the controller.
+  std::optional<control::OpeningSettings> opening;
 };
 
 class GenerationStream : public GenerationJob {
@@ -77,6 +81,7 @@ class GenerationStream : public GenerationJob {
   control::StopStringMatcher stops_;
   std::optional<text::chat::OutputParser> parser_;
   std::unique_ptr<control::ThinkController> think_;
+  std::unique_ptr<control::AnswerOpening> opening_;  // wraps think_
   int top_logprobs_ = -1;
   std::optional<runtime::TokenLogprob> next_logprob_;  // the engine's, for the coming token
   std::vector<OutputLogprob> held_;  // entries of tokens whose text no delta has carried yet

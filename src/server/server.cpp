@@ -267,6 +267,41 @@ struct Server::Impl {
     return named;
   }
 
+  // tool_choice "required" or a named function: the text the answer must open with (a call, or a
+  // call to that function); nullopt for "auto" and "none". A template with no tool-call format
+  // cannot honour either: a 400.
+  std::optional<std::string> forced_call_opening(const ChatCompletionRequest& r) const {
+    if (r.tool_choice != ToolChoice::kRequired && r.tool_choice != ToolChoice::kNamed)
+      return std::nullopt;
+    std::string text = model.chat_template.tool_call_opening(
+        r.tool_choice == ToolChoice::kNamed ? r.tool_choice_name : "");
+    if (text.empty())
+      bad_request(
+          "tool_choice",
+          "This model's chat template has no tool-call format, so tool_choice 'required' or a "
+          "named function cannot be honoured; use 'auto' or 'none'.",
+          "invalid_value");
+    return text;
+  }
+
+  // The controller settings that force `opening` at the start of the answer (after any reasoning).
+  control::OpeningSettings opening_settings(const std::string& opening,
+                                            const text::chat::ParserConfig& parser) const {
+    const text::Tokenizer& tokenizer = model.tokenizer;
+    control::OpeningSettings s;
+    s.opening = tokenizer.encode(opening);
+    s.blank = [&tokenizer](int32_t id) {
+      const std::string piece = tokenizer.decode(std::span<const int32_t>(&id, 1));
+      return !piece.empty() && piece.find_first_not_of(" \t\r\n") == std::string::npos;
+    };
+    s.starts_in_reasoning = parser.starts_in_reasoning;
+    if (parser.parse_reasoning) {
+      s.think_open = tokenizer.token_id(parser.reasoning_tags.open).value_or(-1);
+      s.think_close = tokenizer.token_id(parser.reasoning_tags.close).value_or(-1);
+    }
+    return s;
+  }
+
   text::chat::RenderedPrompt render(const ChatCompletionRequest& r) const {
     text::chat::ChatRequest chat;
     chat.messages = r.messages;
@@ -411,6 +446,7 @@ struct Server::Impl {
           "system prompt",
           task.last_user_message.size(), task.system_prompt.size());
     }
+    const std::optional<std::string> opening = forced_call_opening(r);
     const text::chat::RenderedPrompt rendered = render(r);
     std::vector<int32_t> prompt =
         model.tokenizer.encode(rendered.text, /*add_special_tokens=*/false);
@@ -429,6 +465,7 @@ struct Server::Impl {
           think_config, model.tokenizer, rendered, task,
           r.max_thinking_tokens.value_or(think_config.max_thinking_tokens), g.max_tokens);
     if (settings.think) g.max_tokens = std::min(settings.think->engine_max_tokens(), room);
+    if (opening) settings.opening = opening_settings(*opening, *settings.parser);
     auto job = submit(std::move(g), r.options, std::move(settings));
     const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
     return r.options.stream ? stream_chat(job, header, r.options.include_usage, routed)

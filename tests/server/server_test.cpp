@@ -109,6 +109,83 @@ TEST(Server, ToolCallsComeBackParsedWithFinishReasonToolCalls) {
   EXPECT_EQ(st.tool_calls[0]["function"]["name"], "get_weather");
 }
 
+// A model that would answer in prose: its first `opening_tokens` tokens are prose, then it writes
+// `rest`. When the server forces a call's opening in place of the prose's first token, the model
+// (which counts positions) goes on with `rest` right after the opening.
+std::unique_ptr<model::Model> prose_then(size_t opening_tokens, const std::string& rest) {
+  const text::Tokenizer& tok = test::qwen3_tokenizer();
+  ReplyModel::Script script;
+  script.tokens =
+      tok.encode("It is probably sunny in Paris today, I would say, but who knows really.");
+  script.tokens.resize(opening_tokens);
+  const std::vector<int32_t> tail = tok.encode(rest);
+  script.tokens.insert(script.tokens.end(), tail.begin(), tail.end());
+  script.end_id = *tok.token_id("<|im_end|>");
+  return std::make_unique<ReplyModel>(tok.vocab_size(), std::move(script));
+}
+
+TEST(Server, ToolChoiceRequiredOrNamedForcesTheCall) {
+  const text::chat::ChatTemplate qwen3 = text::chat::ChatTemplate::load(test::qwen3_dir());
+  const text::Tokenizer& tok = test::qwen3_tokenizer();
+  const Json named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  struct Case {
+    Json tool_choice;
+    std::string opening, rest;
+  };
+  const Case cases[] = {
+      {"required", qwen3.tool_call_opening(""),
+       "get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+      {named, qwen3.tool_call_opening("get_weather"), "{\"city\": \"Paris\"}}\n</tool_call>"},
+  };
+  for (const Case& c : cases) {
+    const size_t k = tok.encode(c.opening).size();
+    for (bool stream : {false, true}) {
+      TestServer s(prose_then(k, c.rest), {}, runtime::EngineOptions{.context_size = 1024});
+      const Json body =
+          chat_body("Weather in Paris?",
+                    {{"tools", kWeatherTools}, {"tool_choice", c.tool_choice}, {"stream", stream}});
+      const HttpResult r = s.post("/v1/chat/completions", body);
+      ASSERT_EQ(r.status, 200) << r.body;
+      Json calls;
+      std::string finish, content;
+      if (stream) {
+        const Streamed st = read_stream(r);
+        calls = st.tool_calls, finish = st.finish_reason, content = st.content;
+      } else {
+        const Json j = Json::parse(r.body);
+        calls = j["choices"][0]["message"]["tool_calls"], finish = j["choices"][0]["finish_reason"];
+        EXPECT_TRUE(j["choices"][0]["message"]["content"].is_null()) << r.body;
+      }
+      EXPECT_EQ(finish, "tool_calls") << c.tool_choice << " " << stream;
+      EXPECT_EQ(content, "");
+      ASSERT_EQ(calls.size(), 1u) << r.body;
+      EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+      EXPECT_EQ(Json::parse(calls[0]["function"]["arguments"].get<std::string>()),
+                Json({{"city", "Paris"}}));
+    }
+  }
+  // A template with no tool-call format cannot honour either.
+  TestServer gemma(prose_then(4, ""), {}, runtime::EngineOptions{.context_size = 1024},
+                   test::shared_fixture("chat-templates/templates/google-gemma-2-2b-it.jinja"));
+  for (const Case& c : cases) {
+    const HttpResult r = gemma.post(
+        "/v1/chat/completions",
+        chat_body("Weather?", {{"tools", kWeatherTools}, {"tool_choice", c.tool_choice}}));
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(Json::parse(r.body)["error"]["param"], "tool_choice");
+  }
+  EXPECT_EQ(
+      gemma.post("/v1/chat/completions", chat_body("Weather?", {{"tools", kWeatherTools}})).status,
+      200);
+  // "auto" leaves the same model's prose alone.
+  TestServer s(prose_then(4, " and more"), {}, runtime::EngineOptions{.context_size = 1024});
+  const Json j = Json::parse(
+      s.post("/v1/chat/completions", chat_body("Weather in Paris?", {{"tools", kWeatherTools}}))
+          .body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "It is probably sunny and more");
+}
+
 TEST(Server, ToolResultRoundTripRendersAndAnswers) {
   TestServer s("It is sunny in Paris.");
   const Json messages = Json::parse(R"([

@@ -32,10 +32,11 @@ class TestServer {
       : TestServer(reply_model(script_text, std::move(script)), std::move(options),
                    runtime::EngineOptions{.context_size = context_size}) {}
 
-  // Serves `model` (its vocabulary must be Qwen3's).
+  // Serves `model` (its vocabulary must be Qwen3's), with Qwen3's chat template or the one in
+  // `template_file`.
   TestServer(std::unique_ptr<model::Model> model, server::ServerOptions options,
-             runtime::EngineOptions engine_options)
-      : chat_template_(text::chat::ChatTemplate::load(qwen3_dir())) {
+             runtime::EngineOptions engine_options, const std::string& template_file = "")
+      : chat_template_(text::chat::ChatTemplate::load(qwen3_dir(), template_file)) {
     engine_ = std::make_unique<runtime::Engine>(std::move(model), engine_options);
     options.port = 0;
     if (options.model_id.empty()) options.model_id = "qwen3-test";

@@ -143,6 +143,11 @@ ParserConfig ChatTemplate::parser_config(const RenderedPrompt& prompt,
   return config;
 }
 
+std::string ChatTemplate::tool_call_opening(std::string_view name) const {
+  return chat::tool_call_opening(impl_->tool_format, name,
+                                 impl_->main.source.find("[ARGS]") != std::string::npos);
+}
+
 const std::string& ChatTemplate::source() const { return impl_->main.source; }
 const std::string& ChatTemplate::origin() const { return impl_->origin; }
 const SpecialTokens& ChatTemplate::special_tokens() const { return impl_->tokens; }

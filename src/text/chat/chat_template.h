@@ -81,6 +81,9 @@ class ChatTemplate {
   // the output starts as reasoning.
   ParserConfig parser_config(const RenderedPrompt& prompt, const OrderedJson& tools) const;
 
+  // tool_call_opening() in this template's tool-call format: empty when it has none.
+  std::string tool_call_opening(std::string_view name) const;
+
   const std::string& source() const;  // the default template's text
   const std::string& origin() const;  // where it came from: a file path, "gguf:<path>", "fallback"
   const SpecialTokens& special_tokens() const;

@@ -72,6 +72,29 @@ ToolCallFormat detect_tool_call_format(std::string_view source) {
   return ToolCallFormat::kNone;
 }
 
+std::string tool_call_opening(ToolCallFormat format, std::string_view name, bool mistral_args) {
+  const std::string quoted = nlohmann::ordered_json(std::string(name)).dump();  // a JSON string
+  const std::string tag(kToolCallOpen);
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return tag +
+             (name.empty() ? "\n{\"name\": \"" : "\n{\"name\": " + quoted + ", \"arguments\": ");
+    case ToolCallFormat::kQwen3Xml:
+      return tag + "\n<function=" + (name.empty() ? "" : std::string(name) + ">\n");
+    case ToolCallFormat::kLlama3:
+      return name.empty() ? "{\"name\": \"" : "{\"name\": " + quoted + ", \"parameters\": ";
+    case ToolCallFormat::kMistral: {
+      const std::string calls(kMistralCalls);
+      if (name.empty()) return calls;
+      return mistral_args ? calls + std::string(name) + "[ARGS]"
+                          : calls + "[{\"name\": " + quoted + ", \"arguments\": ";
+    }
+    case ToolCallFormat::kNone:
+      break;
+  }
+  return "";
+}
+
 ReasoningTags detect_reasoning_tags(std::string_view source) {
   if (source.find("[THINK]") != std::string_view::npos) return ReasoningTags{"[THINK]", "[/THINK]"};
   return ReasoningTags{};

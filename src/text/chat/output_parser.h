@@ -27,6 +27,12 @@ const char* tool_call_format_name(ToolCallFormat format);
 // otherwise kNone.
 ToolCallFormat detect_tool_call_format(std::string_view template_source);
 
+// The text that opens a tool call in `format`, so that the model can only go on writing one: the
+// call's start up to where the function's name goes, or with `name` up to where its arguments go.
+// mistral_args: the template writes Mistral's later form, [TOOL_CALLS]NAME[ARGS]{...}. Empty for
+// kNone.
+std::string tool_call_opening(ToolCallFormat format, std::string_view name, bool mistral_args);
+
 struct ReasoningTags {
   std::string open = "<think>";
   std::string close = "</think>";

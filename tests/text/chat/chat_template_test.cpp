@@ -146,6 +146,29 @@ TEST(ChatTemplateLoad, RealQwen3TokenizerConfig) {
   EXPECT_EQ(t.parser_config(t.render(r), nullptr).tool_format, ToolCallFormat::kHermes);
 }
 
+// The forced opening of tool_choice "required" or a named function follows each real template's
+// call format; a template without one has none.
+TEST(ChatTemplateLoad, ToolCallOpeningFollowsTheTemplatesFormat) {
+  const ChatTemplate qwen3 = ChatTemplate::load(test::shared_fixture("tokenizers/qwen3"));
+  EXPECT_EQ(qwen3.tool_call_opening("get_weather"),
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
+  EXPECT_EQ(qwen3.tool_call_opening(""), "<tool_call>\n{\"name\": \"");
+  const std::pair<const char*, const char*> named[] = {
+      {"Qwen3.5-4B", "<tool_call>\n<function=get_weather>\n"},
+      {"meta-llama-Llama-3.1-8B-Instruct", "{\"name\": \"get_weather\", \"parameters\": "},
+      {"mistralai-Mistral-Nemo-Instruct-2407",
+       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": "},
+      {"Mistral-Small-3.2-24B-Instruct-2506", "[TOOL_CALLS]get_weather[ARGS]"},
+      {"google-gemma-2-2b-it", ""},  // no tool calls in this template
+  };
+  for (const auto& [name, opening] : named)
+    EXPECT_EQ(fixture_chat_template(name).tool_call_opening("get_weather"), opening) << name;
+  // The built-in fallback writes Hermes calls.
+  const std::string dir = test::scratch_dir("chat_opening_fallback");
+  write(dir + "/tokenizer_config.json", R"({"eos_token": "</s>"})");
+  EXPECT_EQ(ChatTemplate::load(dir).tool_call_opening(""), "<tool_call>\n{\"name\": \"");
+}
+
 TEST(ChatTemplateLoad, NamedTemplateListPicksDefaultOrToolUse) {
   const std::string dir = test::scratch_dir("chat_load_named");
   write(dir + "/tokenizer_config.json", R"({"chat_template": [

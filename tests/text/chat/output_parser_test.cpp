@@ -486,5 +486,48 @@ TEST(ToolCallFormat, DetectedFromTemplateText) {
   EXPECT_EQ(detect_reasoning_tags("<think>").open, "<think>");
 }
 
+// A forced opening, finished as a model would, parses as a call to the named function; for
+// "required" (no name) the model writes the name too.
+TEST(ToolCallOpening, CompletedByTheModelParsesAsTheCall) {
+  struct Opening {
+    ToolCallFormat format;
+    bool mistral_args;
+    std::string named, named_rest, any, any_rest;
+  };
+  const std::vector<Opening> openings = {
+      {ToolCallFormat::kHermes, false, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ",
+       "{\"city\": \"Paris\"}}\n</tool_call>", "<tool_call>\n{\"name\": \"",
+       "get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+      {ToolCallFormat::kQwen3Xml, false, "<tool_call>\n<function=get_weather>\n",
+       "<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+       "<tool_call>\n<function=",
+       "get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"},
+      {ToolCallFormat::kLlama3, false,
+       "{\"name\": \"get_weather\", \"parameters\": ", "{\"city\": \"Paris\"}}", "{\"name\": \"",
+       "get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
+      {ToolCallFormat::kMistral, false,
+       "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": ", "{\"city\": \"Paris\"}}]",
+       "[TOOL_CALLS]", "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"},
+      {ToolCallFormat::kMistral, true, "[TOOL_CALLS]get_weather[ARGS]", "{\"city\": \"Paris\"}",
+       "[TOOL_CALLS]", "get_weather[ARGS]{\"city\": \"Paris\"}"},
+  };
+  for (const Opening& o : openings) {
+    const char* name = tool_call_format_name(o.format);
+    EXPECT_EQ(tool_call_opening(o.format, "get_weather", o.mistral_args), o.named) << name;
+    EXPECT_EQ(tool_call_opening(o.format, "", o.mistral_args), o.any) << name;
+    for (const std::string& text : {o.named + o.named_rest, o.any + o.any_rest}) {
+      const ParsedMessage m = OutputParser::parse(config(o.format), text);
+      ASSERT_EQ(m.tool_calls.size(), 1u) << name << ": " << text;
+      EXPECT_EQ(m.tool_calls[0].name, "get_weather") << name;
+      EXPECT_EQ(m.tool_calls[0].arguments, R"({"city":"Paris"})") << name;
+      EXPECT_EQ(m.content, "") << name;
+    }
+  }
+  EXPECT_EQ(tool_call_opening(ToolCallFormat::kNone, "get_weather", false), "");
+  // A name is written as a JSON string where the format is JSON.
+  EXPECT_EQ(tool_call_opening(ToolCallFormat::kLlama3, "a\"b", false),
+            "{\"name\": \"a\\\"b\", \"parameters\": ");
+}
+
 }  // namespace
 }  // namespace strata::text::chat
