@@ -466,6 +466,7 @@ struct Server::Impl {
           r.max_thinking_tokens.value_or(think_config.max_thinking_tokens), g.max_tokens);
     if (settings.think) g.max_tokens = std::min(settings.think->engine_max_tokens(), room);
     if (opening) settings.opening = opening_settings(*opening, *settings.parser);
+    settings.single_tool_call = !r.parallel_tool_calls && !tools.is_null();
     auto job = submit(std::move(g), r.options, std::move(settings));
     const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
     return r.options.stream ? stream_chat(job, header, r.options.include_usage, routed)

@@ -186,6 +186,46 @@ TEST(Server, ToolChoiceRequiredOrNamedForcesTheCall) {
   EXPECT_EQ(j["choices"][0]["message"]["content"], "It is probably sunny and more");
 }
 
+// parallel_tool_calls false: the response holds the first call only, and generation ends there.
+TEST(Server, ParallelToolCallsFalseKeepsTheFirstCallAndEndsThere) {
+  const std::string two_calls =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+  TestServer s(two_calls);
+  for (bool stream : {false, true}) {
+    for (bool parallel : {true, false}) {
+      Json body = chat_body(
+          "Weather in Paris and Oslo?",
+          {{"tools", kWeatherTools}, {"parallel_tool_calls", parallel}, {"stream", stream}});
+      if (stream) body["stream_options"] = {{"include_usage", true}};
+      const HttpResult r = s.post("/v1/chat/completions", body);
+      ASSERT_EQ(r.status, 200) << r.body;
+      Json calls, usage;
+      std::string finish;
+      if (stream) {
+        const Streamed st = read_stream(r);
+        calls = st.tool_calls, finish = st.finish_reason, usage = st.chunks.back()["usage"];
+      } else {
+        const Json j = Json::parse(r.body);
+        calls = j["choices"][0]["message"]["tool_calls"], finish = j["choices"][0]["finish_reason"];
+        usage = j["usage"];
+      }
+      EXPECT_EQ(finish, "tool_calls");
+      ASSERT_EQ(calls.size(), parallel ? 2u : 1u) << r.body;
+      EXPECT_EQ(Json::parse(calls[0]["function"]["arguments"].get<std::string>()),
+                Json({{"city", "Paris"}}));
+      const size_t all = test::qwen3_tokenizer().encode(two_calls).size();
+      if (parallel) {
+        EXPECT_EQ(usage["completion_tokens"].get<size_t>(), all);
+      } else {
+        EXPECT_LT(usage["completion_tokens"].get<size_t>(),
+                  all / 2 + 1);  // stopped after the first
+      }
+    }
+  }
+}
+
 TEST(Server, ToolResultRoundTripRendersAndAnswers) {
   TestServer s("It is sunny in Paris.");
   const Json messages = Json::parse(R"([
