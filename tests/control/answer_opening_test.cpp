@@ -115,48 +115,29 @@ TEST(AnswerOpening, AnInnerStopOnTheOpeningTokenIsKept) {
   EXPECT_TRUE(d.inject.empty());
 }
 
-// Through the Engine: the model thinks (10, 11), closes, writes a blank, then wants to answer in
-// prose (50, 51, ...) and end. With the think controller inside the opening, the prose's first
-// token becomes the opening, the model's later tokens follow it, and an end that came right after
-// the thinking would have been replaced too.
+// Through the Engine, the think controller inside the opening: the model thinks (10, 11), closes,
+// writes a blank, then would answer in prose (50, 51, 52) and end; or it ends right after the
+// blank. Either way its first answer token becomes the opening; the replaced token's step is never
+// fed, so the model, which counts positions, is at its end token after the opening's three.
 TEST(AnswerOpening, ThroughTheEngineWithThinkControl) {
-  auto script = [](std::span<const int32_t> seen) {
-    const size_t generated = seen.size() - 1;  // the prompt is one token
-    const int32_t plan[] = {10, 11, kClose, kBlank, 50, 51, 52, kEos};
-    // After the opening the model answers on from where it is in its plan.
-    return generated < std::size(plan) ? plan[generated] : kEos;
-  };
-  for (bool end_right_away : {false, true}) {
-    runtime::Engine engine(
-        std::make_unique<test::ScriptedModel>(100,
-                                              [&](std::span<const int32_t> seen) {
-                                                const size_t generated = seen.size() - 1;
-                                                if (end_right_away && generated == 4) return kEos;
-                                                return script(seen);
-                                              }),
-        runtime::EngineOptions{.context_size = 64});
-    ThinkSettings ts;
+  for (bool ends_at_once : {false, true}) {
+    auto model = std::make_unique<test::ScriptedModel>(100, [=](std::span<const int32_t> seen) {
+      const std::vector<int32_t> plan = {10, 11, kClose, kBlank, ends_at_once ? kEos : 50,
+                                         51, 52, kEos};
+      const size_t generated = seen.size() - 1;  // the prompt is one token
+      return generated < plan.size() ? plan[generated] : kEos;
+    });
+    runtime::Engine engine(std::move(model), runtime::EngineOptions{.context_size = 64});
+    ThinkSettings ts;  // default loop detectors
     ts.starts_in_reasoning = true;
     ts.think_open = kOpen;
     ts.think_close = kClose;
-    ts.max_thinking_tokens = 100;
-    ts.max_answer_tokens = 100;
     ts.escape_tokens = {kClose};
-    ts.loop = ThinkControlConfig::defaults().loop;
-    ts.answer_loop = ThinkControlConfig::defaults().answer_loop;
     ThinkController think(std::move(ts));
     AnswerOpening opening(settings(true), &think);
-    runtime::GenerationRequest req;
-    req.prompt = {1};
-    req.sampling.temperature = 0.0f;
-    req.stop_ids = {kEos};
-    req.controller = &opening;
-    req.max_tokens = think.engine_max_tokens();
-    const runtime::GenerationResult r = engine.generate(req);
-    // The replaced token's step is never fed, so the model's plan resumes at its 8th token (kEos)
-    // after the three opening tokens.
-    EXPECT_EQ(r.tokens, (std::vector<int32_t>{10, 11, kClose, kBlank, 70, 71, 72}))
-        << end_right_away;
+    const runtime::GenerationResult r =
+        engine.generate(test::controlled_request(&opening, think.engine_max_tokens(), kEos));
+    EXPECT_EQ(r.tokens, (std::vector<int32_t>{10, 11, kClose, kBlank, 70, 71, 72})) << ends_at_once;
     EXPECT_EQ(r.injected_tokens, 3);
     EXPECT_EQ(r.finish_reason, runtime::FinishReason::kStop);
     EXPECT_TRUE(opening.replaced());

@@ -61,13 +61,9 @@ struct Outcome {
 Outcome generate(std::unique_ptr<test::ScriptedModel> model, ThinkSettings s) {
   runtime::Engine engine(std::move(model), runtime::EngineOptions{.context_size = 20000});
   ThinkController controller(std::move(s));
-  runtime::GenerationRequest req;
-  req.prompt = {1};
-  req.sampling.temperature = 0.0f;
-  req.stop_ids = {kEos};
-  req.controller = &controller;
-  req.max_tokens = controller.engine_max_tokens();
-  Outcome r{engine.generate(req), {}};
+  Outcome r{
+      engine.generate(test::controlled_request(&controller, controller.engine_max_tokens(), kEos)),
+      {}};
   r.report = controller.report();
   return r;
 }

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "one_hot_model.h"
+#include "runtime/engine.h"
 
 namespace strata::test {
 
@@ -52,5 +53,18 @@ class ScriptedModel final : public OneHotModel {
   bool recurrent_ = false;
   int64_t forward_calls_ = 0;
 };
+
+// A greedy request for a scripted model: the one-token prompt {1}, ending at `eos`, under
+// `controller`.
+inline runtime::GenerationRequest controlled_request(runtime::TokenController* controller,
+                                                     int64_t max_tokens, int32_t eos) {
+  runtime::GenerationRequest req;
+  req.prompt = {1};
+  req.sampling.temperature = 0.0f;
+  req.stop_ids = {eos};
+  req.controller = controller;
+  req.max_tokens = max_tokens;
+  return req;
+}
 
 }  // namespace strata::test
