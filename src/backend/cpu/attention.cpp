@@ -12,10 +12,6 @@ namespace strata::backend::cpu {
 
 namespace {
 
-// One cache value as fp32: F32 caches hold floats, BF16 caches their upper halves.
-inline float cache_value(const float* row, int64_t d) { return row[d]; }
-inline float cache_value(const uint16_t* row, int64_t d) { return bf16_to_f32(row[d]); }
-
 // Rows t of src (F32 [T, ...]) into rows positions[t] of cache, rounded to BF16 where the cache is.
 void store_cache_rows(const Tensor& src, std::span<const int32_t> positions, const Tensor& cache) {
   if (cache.dtype == DType::kF32) {
@@ -30,17 +26,35 @@ void store_cache_rows(const Tensor& src, std::span<const int32_t> positions, con
   }
 }
 
-template <typename C>
-void attend(const Tensor& q, const C* kp, const C* vp, int64_t Hkv, int64_t capacity,
+// One KV head's rows of a cache as fp32: an F32 cache's own rows, a BF16 cache's widened into the
+// caller's scratch. Both dtypes then run one compiled copy of the loops in attend(), so a BF16
+// cache gives exactly what the F32 cache of its values gives, however the compiler vectorizes them
+// (as template instances they differed on an AVX-512 machine: products rounded before the sum in
+// one, fused in the other).
+struct CacheRows {
+  const Tensor& cache;
+  int64_t kv_head;
+
+  const float* row(int64_t key, float* scratch) const {
+    const int64_t Hkv = cache.dim(1), D = cache.dim(2), at = (key * Hkv + kv_head) * D;
+    if (cache.dtype == DType::kF32) return cache.as<const float>() + at;
+    const uint16_t* r = cache.as<const uint16_t>() + at;
+    for (int64_t d = 0; d < D; ++d) scratch[d] = bf16_to_f32(r[d]);
+    return scratch;
+  }
+};
+
+void attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
             std::span<const int32_t> positions, float scale, int64_t window, const Tensor& out) {
   const int64_t T = q.dim(0), Hq = q.dim(1), D = q.dim(2);
-  const int64_t group = Hq / Hkv;
+  const int64_t capacity = k_cache.dim(0), group = Hq / k_cache.dim(1);
   const float* qp = q.as<const float>();
   float* op = out.as<float>();
 #pragma omp parallel
   {
-    static thread_local std::vector<float> scores, acc;  // grow-only, per thread
+    static thread_local std::vector<float> scores, acc, row;  // grow-only, per thread
     acc.resize(D);
+    row.resize(D);
     scores.reserve(static_cast<size_t>(capacity));  // the whole cache: no growth as it fills
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t t = 0; t < T; ++t) {
@@ -48,14 +62,14 @@ void attend(const Tensor& q, const C* kp, const C* vp, int64_t Hkv, int64_t capa
         const int64_t pos = positions[t];
         const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
         const int64_t n = pos - first + 1;
-        const int64_t kvh = h / group;
+        const CacheRows keys{k_cache, h / group}, values{v_cache, h / group};
         const float* qv = qp + (t * Hq + h) * D;
         scores.resize(n);
         float max_s = -INFINITY;
         for (int64_t s = 0; s < n; ++s) {
-          const C* kv = kp + ((first + s) * Hkv + kvh) * D;
+          const float* kv = keys.row(first + s, row.data());
           float dotv = 0.0f;
-          for (int64_t d = 0; d < D; ++d) dotv += qv[d] * cache_value(kv, d);
+          for (int64_t d = 0; d < D; ++d) dotv += qv[d] * kv[d];
           scores[s] = dotv * scale;
           max_s = std::max(max_s, scores[s]);
         }
@@ -67,8 +81,8 @@ void attend(const Tensor& q, const C* kp, const C* vp, int64_t Hkv, int64_t capa
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int64_t s = 0; s < n; ++s) {
           const float p = scores[s] / sum;
-          const C* vv = vp + ((first + s) * Hkv + kvh) * D;
-          for (int64_t d = 0; d < D; ++d) acc[d] += p * cache_value(vv, d);
+          const float* vv = values.row(first + s, row.data());
+          for (int64_t d = 0; d < D; ++d) acc[d] += p * vv[d];
         }
         std::copy(acc.begin(), acc.end(), op + (t * Hq + h) * D);
       }
@@ -129,14 +143,7 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
 
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
                float scale, int64_t window, const Tensor& out) {
-  const int64_t Hkv = k_cache.dim(1), capacity = k_cache.dim(0);
-  if (k_cache.dtype == DType::kBF16) {
-    attend(q, k_cache.as<const uint16_t>(), v_cache.as<const uint16_t>(), Hkv, capacity, positions,
-           scale, window, out);
-  } else {
-    attend(q, k_cache.as<const float>(), v_cache.as<const float>(), Hkv, capacity, positions, scale,
-           window, out);
-  }
+  attend(q, k_cache, v_cache, positions, scale, window, out);
 }
 
 }  // namespace strata::backend::cpu
