@@ -42,7 +42,6 @@ GenerationStream::GenerationStream(const text::Tokenizer& tokenizer,
     : detokenizer_(tokenizer, settings.skip_special_tokens),
       stops_(std::move(settings.stops)),
       think_(std::move(settings.think)),
-      single_tool_call_(settings.single_tool_call),
       top_logprobs_(settings.top_logprobs) {
   if (settings.parser) parser_.emplace(std::move(*settings.parser));
   request = std::move(generation);
@@ -93,11 +92,8 @@ void GenerationStream::emit(std::string_view text, bool at_end) {
       delta.text.reasoning_content += rest.reasoning_content;
       for (auto& call : rest.tool_calls) delta.text.tool_calls.push_back(std::move(call));
     }
-    if (single_tool_call_) {
-      if (call_complete_) delta.text.tool_calls.clear();  // a second call (a list) after the first
-      if (delta.text.tool_calls.size() > 1) delta.text.tool_calls.resize(1);
-      call_complete_ = call_complete_ || !delta.text.tool_calls.empty();
-    }
+    const size_t max_calls = parser_->config().max_tool_calls;
+    calls_complete_ = max_calls > 0 && parser_->result().tool_calls.size() >= max_calls;
   } else {
     delta.text.content = std::string(text);
     message_.content += delta.text.content;
@@ -129,13 +125,13 @@ bool GenerationStream::on_token(int32_t id) {
   decoded_chars_ += count_chars(piece);
   const control::StopStringMatcher::Result r = stops_.push(piece);
   emit(r.text, false);
-  return !r.stopped && !call_complete_;
+  return !r.stopped && !calls_complete_;
 }
 
 void GenerationStream::on_finish(const runtime::GenerationResult& result) {
   result_ = result;
   std::string reason = runtime::finish_reason_name(result.finish_reason);
-  if (stops_.stopped() || call_complete_) {
+  if (stops_.stopped() || calls_complete_) {
     reason = "stop";
     emit("", true);
   } else {
@@ -151,7 +147,6 @@ void GenerationStream::on_finish(const runtime::GenerationResult& result) {
   held_.clear();
   queue(std::move(rest));
   if (parser_) message_ = parser_->result();
-  if (single_tool_call_ && message_.tool_calls.size() > 1) message_.tool_calls.resize(1);
   if (reason == "stop" && message_.has_tool_calls()) reason = "tool_calls";
   std::lock_guard lock(mutex_);
   pending_.done = true;

@@ -47,9 +47,6 @@ struct StreamSettings {
   std::unique_ptr<control::ThinkController> think;  // optional; becomes the request's controller
   // A forced answer opening (tool_choice "required" or named); wraps `think` as the controller.
   std::optional<control::OpeningSettings> opening;
-  // parallel_tool_calls false: generation ends once the first tool call is complete, and a
-  // response holds at most that one.
-  bool single_tool_call = false;
 };
 
 class GenerationStream : public GenerationJob {
@@ -85,8 +82,7 @@ class GenerationStream : public GenerationJob {
   std::optional<text::chat::OutputParser> parser_;
   std::unique_ptr<control::ThinkController> think_;
   std::unique_ptr<control::AnswerOpening> opening_;  // wraps think_
-  bool single_tool_call_ = false;
-  bool call_complete_ = false;  // single_tool_call_: the one call has been parsed
+  bool calls_complete_ = false;  // the parser's max_tool_calls are all parsed: generation ends
   int top_logprobs_ = -1;
   std::optional<runtime::TokenLogprob> next_logprob_;  // the engine's, for the coming token
   std::vector<OutputLogprob> held_;  // entries of tokens whose text no delta has carried yet

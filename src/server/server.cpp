@@ -456,6 +456,7 @@ struct Server::Impl {
     StreamSettings settings;
     settings.parser = model.chat_template.parser_config(rendered, tools);
     if (tools.is_null()) settings.parser->tool_format = text::chat::ToolCallFormat::kNone;
+    if (!r.parallel_tool_calls) settings.parser->max_tool_calls = 1;  // and generation ends at it
     runtime::GenerationRequest g =
         generation_request(r.options, std::move(prompt), "messages", INT64_MAX);
     // With think control, max_tokens counts only answer tokens; thinking has its own budget.
@@ -466,7 +467,6 @@ struct Server::Impl {
           r.max_thinking_tokens.value_or(think_config.max_thinking_tokens), g.max_tokens);
     if (settings.think) g.max_tokens = std::min(settings.think->engine_max_tokens(), room);
     if (opening) settings.opening = opening_settings(*opening, *settings.parser);
-    settings.single_tool_call = !r.parallel_tool_calls && !tools.is_null();
     auto job = submit(std::move(g), r.options, std::move(settings));
     const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
     return r.options.stream ? stream_chat(job, header, r.options.include_usage, routed)

@@ -40,6 +40,7 @@ struct ChatTemplate::Impl {
   std::map<std::string, Parsed> named;  // other named templates ("tool_use", "rag", ...)
   bool keeps_parts = false;
   ToolCallFormat tool_format = ToolCallFormat::kNone;
+  bool mistral_args = false;  // Mistral calls written as [TOOL_CALLS]NAME[ARGS]{...}
   ReasoningTags reasoning_tags;
 
   // The context HF builds: messages, tools, documents, add_generation_prompt, special tokens.
@@ -79,14 +80,21 @@ ChatTemplate ChatTemplate::from_source(std::string source, SpecialTokens tokens,
                                        std::map<std::string, std::string> named,
                                        const jinja::Options& options) {
   Parsed main = parse_template(std::move(source), origin, options);
-  auto impl = std::unique_ptr<Impl>(new Impl{
-      std::move(origin), std::move(tokens), std::move(main), {}, false, ToolCallFormat::kNone, {}});
+  auto impl = std::unique_ptr<Impl>(new Impl{std::move(origin),
+                                             std::move(tokens),
+                                             std::move(main),
+                                             {},
+                                             false,
+                                             ToolCallFormat::kNone,
+                                             false,
+                                             {}});
   for (auto& [name, text] : named) {
     impl->named.emplace(name,
                         parse_template(std::move(text), impl->origin + " (" + name + ")", options));
   }
   impl->keeps_parts = impl->probe_content_parts();
   impl->tool_format = detect_tool_call_format(impl->main.source);
+  impl->mistral_args = impl->main.source.find("[ARGS]") != std::string::npos;
   impl->reasoning_tags = detect_reasoning_tags(impl->main.source);
   return ChatTemplate(std::move(impl));
 }
@@ -144,8 +152,7 @@ ParserConfig ChatTemplate::parser_config(const RenderedPrompt& prompt,
 }
 
 std::string ChatTemplate::tool_call_opening(std::string_view name) const {
-  return chat::tool_call_opening(impl_->tool_format, name,
-                                 impl_->main.source.find("[ARGS]") != std::string::npos);
+  return chat::tool_call_opening(impl_->tool_format, name, impl_->mistral_args);
 }
 
 const std::string& ChatTemplate::source() const { return impl_->main.source; }

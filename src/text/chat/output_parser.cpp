@@ -425,6 +425,7 @@ void OutputParser::emit_text(std::string_view text, ParsedDelta& delta) {
 }
 
 void OutputParser::emit_call(std::string name, std::string arguments, ParsedDelta& delta) {
+  if (config_.max_tool_calls > 0 && result_.tool_calls.size() >= config_.max_tool_calls) return;
   ToolCall call;
   call.index = static_cast<int>(result_.tool_calls.size());
   call.id = next_call_id();

@@ -51,6 +51,9 @@ struct ParserConfig {
   nlohmann::ordered_json tools = nullptr;
   // Makes tool-call ids; empty means "call_" + 24 random alphanumerics.
   std::function<std::string()> make_call_id;
+  // The most tool calls a message keeps (parallel_tool_calls false: 1); later ones are dropped.
+  // 0: no limit.
+  size_t max_tool_calls = 0;
 };
 
 struct ToolCall {
@@ -98,6 +101,7 @@ class OutputParser {
   ParsedDelta finish();
   // Everything settled so far (after finish(): the whole message).
   const ParsedMessage& result() const { return result_; }
+  const ParserConfig& config() const { return config_; }
 
   // One shot: push(text) then finish().
   static ParsedMessage parse(const ParserConfig& config, std::string_view text);

@@ -529,5 +529,19 @@ TEST(ToolCallOpening, CompletedByTheModelParsesAsTheCall) {
             "{\"name\": \"a\\\"b\", \"parameters\": ");
 }
 
+// max_tool_calls keeps the first calls of a message and drops the rest, streamed or not.
+TEST(OutputParser, MaxToolCallsDropsLaterCalls) {
+  ParserConfig cfg = config(ToolCallFormat::kMistral);
+  cfg.max_tool_calls = 1;
+  const std::string text =
+      "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": "
+      "\"search\", \"arguments\": {\"query\": \"x\"}}]";
+  const std::vector<ToolCall> first = {call(0, "get_weather", R"({"city":"Paris"})")};
+  EXPECT_EQ(OutputParser::parse(cfg, text).tool_calls, first);
+  std::vector<size_t> bytes;  // every byte a piece
+  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+  EXPECT_EQ(stream(cfg, text, bytes).tool_calls, first);
+}
+
 }  // namespace
 }  // namespace strata::text::chat
