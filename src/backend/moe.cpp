@@ -11,23 +11,20 @@ namespace strata::backend {
 using detail::placement;
 using detail::require_f32;
 
-void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights) {
+void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights,
+                  bool shared_last) {
   const Device d = placement("topk_softmax", {&logits, &ids, &weights});
   require_f32("topk_softmax", {&logits, &weights});
-  check(logits.rank() == 2 && k > 0 && k <= logits.dim(1) && ids.dtype == DType::kI32 && ids.rank() == 2 &&
-            ids.dim(0) == logits.dim(0) && ids.dim(1) == k && weights.shape == ids.shape,
-        ErrorKind::kInternal, "topk_softmax: logits {} k {} ids {} weights {}", logits.shape.str(), k,
-        ids.shape.str(), weights.shape.str());
-  STRATA_CUDA_DISPATCH("topk_softmax", d, cuda::topk_softmax(logits, k, renormalize, ids, weights));
-  cpu::topk_softmax(logits, k, renormalize, ids, weights);
+  const int64_t slots = k + (shared_last ? 1 : 0), experts = logits.rank() == 2 ? logits.dim(1) - (shared_last ? 1 : 0) : 0;
+  check(logits.rank() == 2 && k > 0 && k <= experts && ids.dtype == DType::kI32 && ids.rank() == 2 &&
+            ids.dim(0) == logits.dim(0) && ids.dim(1) == slots && weights.shape == ids.shape,
+        ErrorKind::kInternal, "topk_softmax: logits {} k {}{} ids {} weights {}", logits.shape.str(), k,
+        shared_last ? " and a shared expert" : "", ids.shape.str(), weights.shape.str());
+  STRATA_CUDA_DISPATCH("topk_softmax", d, cuda::topk_softmax(logits, k, renormalize, ids, weights, shared_last));
+  cpu::topk_softmax(logits, k, renormalize, ids, weights, shared_last);
 }
 
 namespace {
-// The experts' weights must agree in format: one kernel instance reads them all.
-bool same_format(const Weight& a, const Weight& b) {
-  return a.bits == b.bits && a.group_size == b.group_size && a.w.dtype == b.w.dtype &&
-         (!a.quantized() || (a.scales.dtype == b.scales.dtype && a.biases.dtype == b.biases.dtype));
-}
 // Entries per expert in a table: codes (or F32 values), scales and biases of gate, up and down.
 constexpr int64_t kTableEntries = 9;
 }  // namespace

@@ -12,7 +12,13 @@ namespace strata::backend {
 
 // Per row of logits ([T, E]): p = softmax(logits) in fp32, the k largest (ties: lower index first),
 // divided by their sum when renormalize. ids: I32 [T, k]; weights: F32 [T, k].
-void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights);
+// With shared_last, the last column of logits ([T, E + 1]) is a shared expert's gate logit, not a
+// routed expert's: the softmax and top-k take the first E columns, and ids and weights ([T, k + 1])
+// get a last slot holding expert E with weight sigmoid(gate logit), computed as 1 / (1 + e^-g). So
+// moe_experts, given the shared expert as expert E, adds it after the routed ones, as the
+// add_sigmoid_gated of its output would.
+void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights,
+                  bool shared_last = false);
 
 // The routed experts, read from the router's output where it lies (a GPU step needs no round trip
 // to the host, so it can be replayed as a graph):

@@ -23,4 +23,11 @@ struct Weight {
   size_t nbytes() const { return w.nbytes() + scales.nbytes() + biases.nbytes(); }
 };
 
+// Whether a and b are stored alike (bits, group size, dtypes of codes or values, scales and biases),
+// so that one kernel instance reads both.
+inline bool same_format(const Weight& a, const Weight& b) {
+  return a.bits == b.bits && a.group_size == b.group_size && a.w.dtype == b.w.dtype &&
+         (!a.quantized() || (a.scales.dtype == b.scales.dtype && a.biases.dtype == b.biases.dtype));
+}
+
 }  // namespace strata::backend

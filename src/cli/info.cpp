@@ -42,6 +42,7 @@ int run_info(const InfoArgs& args) {
                 {"vocab_size", c.vocab_size},
                 {"hidden_size", c.hidden_size},
                 {"mtp_layers", i.mtp_layers},
+                {"moe_shared_folded", i.moe_shared_folded},
                 {"device", backend::device_label(model->device())},
                 {"fingerprint", model->fingerprint()}};
     std::cout << out.dump(2) << "\n";

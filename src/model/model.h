@@ -43,6 +43,8 @@ struct ModelInfo {
   size_t state_bytes_fixed = 0;      // recurrent state per sequence
   std::string quantization;
   int64_t mtp_layers = 0;  // multi-token-prediction blocks loaded (for speculative decoding)
+  // MoE FFNs whose shared expert runs as one more routed expert (no launches of its own on a GPU).
+  int64_t moe_shared_folded = 0;
 };
 
 class Model {

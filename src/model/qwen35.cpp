@@ -7,6 +7,8 @@
 #include "model/qwen35.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "backend/gdn.h"
 #include "backend/moe.h"
@@ -45,8 +47,21 @@ struct Ffn {
   std::vector<Weight> expert_gate, expert_up, expert_down;
   backend::Buffer expert_table;  // what moe_experts needs to find them (a GPU's address table)
   bool shared = false;
+  // The shared expert folded in as expert E (the last of expert_*), its gate logit as row E of the
+  // router, so that topk_softmax gives every token a last slot for it and moe_experts adds it with the
+  // routed ones: two of the MoE FFN's launches on a GPU instead of six. Taken when the shared expert
+  // has the routed experts' shape and format and its gate the router's format (Qwen3.5-MoE and
+  // Qwen3-Next checkpoints); STRATA_MOE_FOLD_SHARED=0 turns it off.
+  bool shared_folded = false;
   Weight shared_gate, shared_up, shared_down, shared_expert_gate;
 };
+
+// Whether load_ffn may fold a shared expert into the routed ones (STRATA_MOE_FOLD_SHARED=0: never),
+// read at each load.
+bool fold_shared_allowed() {
+  const char* env = std::getenv("STRATA_MOE_FOLD_SHARED");
+  return env == nullptr || std::string(env) != "0";
+}
 
 struct Layer {
   LayerKind kind = LayerKind::kLinearAttention;
@@ -107,6 +122,7 @@ class Qwen35Model final : public Model {
                                               la.value_heads * la.value_dim * la.key_dim);
     i.quantization = weights_->quantization();
     i.mtp_layers = mtp_ ? 1 : 0;
+    for (const Layer& l : layers_) i.moe_shared_folded += l.ffn.shared_folded ? 1 : 0;
     return i;
   }
 
@@ -222,14 +238,15 @@ class Qwen35Model final : public Model {
     }
     // Router (fp32 softmax, top-k); the experts take their routing from its output where it lies,
     // so no step waits on the host for it.
-    const int64_t E = config_.moe.num_experts, K = config_.moe.top_k;
-    Tensor logits = s_.get(kMoeLogits, {T, E}), weights = s_.get(kMoeWeights, {T, K});
-    Tensor ids = s_.get(kMoeIds, {T, K});
+    // A folded shared expert is one more column of logits and one more slot a token.
+    const int64_t E = config_.moe.num_experts, K = config_.moe.top_k, extra = F.shared_folded ? 1 : 0;
+    Tensor logits = s_.get(kMoeLogits, {T, E + extra}), weights = s_.get(kMoeWeights, {T, K + extra});
+    Tensor ids = s_.get(kMoeIds, {T, K + extra});
     ids.dtype = DType::kI32;  // same 4-byte slots
     ops::matmul(h, F.router, logits);
-    ops::topk_softmax(logits, K, config_.moe.norm_topk, ids, weights);
+    ops::topk_softmax(logits, K, config_.moe.norm_topk, ids, weights, F.shared_folded);
     ops::moe_experts(h, ids, weights, F.expert_gate, F.expert_up, F.expert_down, F.expert_table, out);
-    if (F.shared) {
+    if (F.shared && !F.shared_folded) {
       Tensor ys = s_.get(kMoeShared, {T, h.dim(1)}), sg = s_.get(kMoeSharedGate, {T, 1});
       swiglu(F.shared_gate, F.shared_up, F.shared_down, h, ys);
       ops::matmul(h, F.shared_expert_gate, sg);
@@ -414,9 +431,9 @@ class Qwen35Model final : public Model {
     }
     const int64_t E = c.moe.num_experts, I = c.moe.expert_intermediate;
     // Routing decides which weights run at all: the router (and the shared-expert gate) stay float
-    // when quantizing on load.
-    F.router = w.matrix(p + "gate", false);
-    expect(F.router, E, H, p + "gate");
+    // when quantizing on load. Both stay on the host until it is known whether they are stacked.
+    const Weight router = w.matrix(p + "gate", false, WeightLoader::Placement::kHost);
+    expect(router, E, H, p + "gate");
     if (w.has(p + "experts.gate_up_proj")) {  // HF fused: [E, 2I, H] (gate rows, then up rows)
       for (const Weight& gu : w.stacked(p + "experts.gate_up_proj", p + "experts.gate_up_proj")) {
         expect(gu, 2 * I, H, p + "experts.gate_up_proj[e]");
@@ -453,19 +470,36 @@ class Qwen35Model final : public Model {
       expect(F.expert_up[e], I, H, fmt::format("{} expert {} up", p, e));
       expect(F.expert_down[e], H, I, fmt::format("{} expert {} down", p, e));
     }
-    F.expert_table = backend::expert_table(device_, F.expert_gate, F.expert_up, F.expert_down);
-    if (w.has(p + "shared_expert.gate_proj.weight")) {
-      const int64_t S = c.moe.shared_intermediate;
-      F.shared = true;
-      F.shared_gate = w.matrix(p + "shared_expert.gate_proj");
-      F.shared_up = w.matrix(p + "shared_expert.up_proj");
-      F.shared_down = w.matrix(p + "shared_expert.down_proj");
-      F.shared_expert_gate = w.matrix(p + "shared_expert_gate", false);
-      expect(F.shared_gate, S, H, p + "shared_expert.gate_proj");
-      expect(F.shared_up, S, H, p + "shared_expert.up_proj");
-      expect(F.shared_down, H, S, p + "shared_expert.down_proj");
-      expect(F.shared_expert_gate, 1, H, p + "shared_expert_gate");
+    F.shared = w.has(p + "shared_expert.gate_proj.weight");
+    if (!F.shared) {
+      F.router = w.stack_rows({&router, 1});
+      F.expert_table = backend::expert_table(device_, F.expert_gate, F.expert_up, F.expert_down);
+      return F;
     }
+    const int64_t S = c.moe.shared_intermediate;
+    F.shared_gate = w.matrix(p + "shared_expert.gate_proj");
+    F.shared_up = w.matrix(p + "shared_expert.up_proj");
+    F.shared_down = w.matrix(p + "shared_expert.down_proj");
+    const Weight shared_expert_gate = w.matrix(p + "shared_expert_gate", false, WeightLoader::Placement::kHost);
+    expect(F.shared_gate, S, H, p + "shared_expert.gate_proj");
+    expect(F.shared_up, S, H, p + "shared_expert.up_proj");
+    expect(F.shared_down, H, S, p + "shared_expert.down_proj");
+    expect(shared_expert_gate, 1, H, p + "shared_expert_gate");
+    const Weight& e0 = F.expert_gate[0];
+    F.shared_folded = fold_shared_allowed() && S == I && backend::same_format(F.shared_gate, e0) &&
+                      backend::same_format(F.shared_up, e0) && backend::same_format(F.shared_down, e0) &&
+                      backend::same_format(shared_expert_gate, router);
+    if (F.shared_folded) {
+      const Weight rows[] = {router, shared_expert_gate};
+      F.router = w.stack_rows(rows);
+      F.expert_gate.push_back(F.shared_gate);
+      F.expert_up.push_back(F.shared_up);
+      F.expert_down.push_back(F.shared_down);
+    } else {
+      F.router = w.stack_rows({&router, 1});
+      F.shared_expert_gate = w.stack_rows({&shared_expert_gate, 1});
+    }
+    F.expert_table = backend::expert_table(device_, F.expert_gate, F.expert_up, F.expert_down);
     return F;
   }
 

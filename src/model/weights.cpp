@@ -107,6 +107,35 @@ backend::Weight WeightLoader::select_rows(const backend::Weight& w, std::span<co
   return place(out);
 }
 
+backend::Weight WeightLoader::stack_rows(std::span<const backend::Weight> parts) {
+  check(!parts.empty(), ErrorKind::kInternal, "stack_rows: no matrices");
+  const backend::Weight& first = parts[0];
+  if (parts.size() == 1) return place(first);
+  int64_t rows = 0;
+  for (const backend::Weight& w : parts) {
+    check(w.w.device == Device::kCpu && backend::same_format(w, first) && w.cols() == first.cols(),
+          ErrorKind::kInternal, "stack_rows: the matrices differ in place, format or width");
+    rows += w.rows();
+  }
+  auto stack = [&](const Tensor backend::Weight::*part) {
+    const Tensor& t0 = first.*part;
+    HostTensor out(t0.dtype, {rows, t0.dim(1)});
+    char* dst = static_cast<char*>(out.as<void>());
+    for (const backend::Weight& w : parts) {
+      std::memcpy(dst, (w.*part).data, (w.*part).nbytes());
+      dst += (w.*part).nbytes();
+    }
+    return own(std::move(out));
+  };
+  backend::Weight out = first;
+  out.w = stack(&backend::Weight::w);
+  if (first.quantized()) {
+    out.scales = stack(&backend::Weight::scales);
+    out.biases = stack(&backend::Weight::biases);
+  }
+  return place(out);
+}
+
 backend::Weight WeightLoader::load_weight(const std::string& weight_name, const std::string& prefix,
                                           bool allow_quantize, int rank) {
   backend::Weight w;

@@ -58,6 +58,9 @@ class WeightLoader {
   // A copy of w (a host matrix) holding the given rows, in that order (reorders fused projections),
   // placed on the device.
   backend::Weight select_rows(const backend::Weight& w, std::span<const int64_t> rows);
+  // One matrix of the rows of `parts` in turn (host matrices of one format and width; e.g. a router
+  // and the shared expert's gate, so that one launch computes both), placed on the device.
+  backend::Weight stack_rows(std::span<const backend::Weight> parts);
   // A float tensor by full name, converted to F32, on the device.
   Tensor vector(const std::string& name);
   std::optional<Tensor> optional_vector(const std::string& name);

@@ -7,12 +7,14 @@
 // the two forms sum in different orders).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "backend/gdn.h"
 #include "backend/moe.h"
+#include "core/error.h"
 
 namespace strata {
 namespace {
@@ -213,6 +215,41 @@ TEST(MoeRouter, TopKOfSoftmaxRenormalised) {
   double sum = 0;
   for (float v : l) sum += std::exp(static_cast<double>(v));
   EXPECT_NEAR(w.as<float>()[0], e1 / sum, 1e-6);
+}
+
+// A shared expert's gate logit as the last column: the routed slots are those of the first E
+// columns alone, bit for bit, and a last slot holds expert E with weight sigmoid(gate).
+TEST(MoeRouter, ASharedExpertGateTakesTheLastSlot) {
+  const int64_t T = 2, E = 4, k = 2;
+  const float l[T][E + 1] = {{0.1f, 2.0f, -1.0f, 1.5f, 0.7f}, {3.0f, -2.0f, 3.0f, 0.5f, -4.0f}};
+  HostTensor logits(DType::kF32, {T, E + 1}), routed(DType::kF32, {T, E});
+  for (int64_t t = 0; t < T; ++t) {
+    std::copy(l[t], l[t] + E + 1, logits.as<float>() + t * (E + 1));
+    std::copy(l[t], l[t] + E, routed.as<float>() + t * E);
+  }
+  for (bool renormalize : {true, false}) {
+    HostTensor ids(DType::kI32, {T, k + 1}), w(DType::kF32, {T, k + 1});
+    HostTensor want_ids(DType::kI32, {T, k}), want_w(DType::kF32, {T, k});
+    backend::topk_softmax(logits, k, renormalize, ids, w, /*shared_last=*/true);
+    backend::topk_softmax(routed, k, renormalize, want_ids, want_w);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < k; ++i) {
+        EXPECT_EQ(ids.as<int32_t>()[t * (k + 1) + i], want_ids.as<int32_t>()[t * k + i]);
+        EXPECT_EQ(w.as<float>()[t * (k + 1) + i], want_w.as<float>()[t * k + i]);
+      }
+      EXPECT_EQ(ids.as<int32_t>()[t * (k + 1) + k], E);
+      EXPECT_NEAR(w.as<float>()[t * (k + 1) + k], 1.0 / (1.0 + std::exp(-static_cast<double>(l[t][E]))), 1e-7);
+    }
+  }
+  // Token 1's tie (experts 0 and 2) goes to the lower index, as without the shared column.
+  HostTensor ids(DType::kI32, {T, k + 1}), w(DType::kF32, {T, k + 1});
+  backend::topk_softmax(logits, k, true, ids, w, true);
+  EXPECT_EQ(ids.as<int32_t>()[k + 1], 0);
+  EXPECT_EQ(ids.as<int32_t>()[k + 2], 2);
+  // Shapes that do not hold the extra column or slot are refused.
+  HostTensor short_ids(DType::kI32, {T, k}), short_w(DType::kF32, {T, k});
+  EXPECT_THROW(backend::topk_softmax(logits, k, true, short_ids, short_w, true), Error);
+  EXPECT_THROW(backend::topk_softmax(logits, E + 1, true, ids, w, true), Error);
 }
 
 }  // namespace

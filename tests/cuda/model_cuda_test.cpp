@@ -7,8 +7,11 @@
 #include <cstdlib>
 
 #include "backend/memory.h"
+#include "formats/safetensors.h"
 #include "model/checkpoint_convert.h"
 #include "model/golden.h"
+#include "model/synthetic.h"
+#include "model/tiny_configs.h"
 #include "runtime/engine.h"
 #include "runtime/sequence.h"
 
@@ -281,6 +284,49 @@ TEST_P(CudaModels, SnapshotRestoreAndStateMovesBetweenDevices) {
   seq.forward(*gpu, after, la, false);
   moved.forward(*cpu, after, lb, false);
   EXPECT_LT(test::max_abs_diff(la.as<float>(), lb.as<float>(), V), kFloatTolerance);
+}
+
+// A Qwen3.5-MoE whose shared expert folds into the routed ones (synthetic weights: the goldens'
+// shared experts are of another size): GPU decode steps and prompts against the CPU's, which
+// computes the folded expert exactly as the separate one; and the folded GPU model against the
+// GPU model that runs the shared expert on its own (STRATA_MOE_FOLD_SHARED=0), step by step.
+TEST(CudaMoe, FoldedSharedExpertAgreesWithTheCpuAndTheSeparateExpert) {
+  if (!backend::device_available(Device::kCuda)) GTEST_SKIP() << "no CUDA device";
+  for (int bits : {4, 8}) {
+    SCOPED_TRACE(bits);
+    const model::SyntheticCheckpoint ck =
+        model::make_synthetic_checkpoint(test::tiny_hybrid_config(true), {.bits = bits});
+    auto load = [&](Device device) {
+      return model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), on(device));
+    };
+    auto cpu = load(Device::kCpu), gpu = load(Device::kCuda);
+    ::setenv("STRATA_MOE_FOLD_SHARED", "0", 1);
+    auto separate = load(Device::kCuda);
+    ::unsetenv("STRATA_MOE_FOLD_SHARED");
+    ASSERT_EQ(gpu->info().moe_shared_folded, 4);
+    ASSERT_EQ(separate->info().moe_shared_folded, 0);
+    const std::vector<int32_t> prompt = {1, 7, 42, 3, 99, 5, 17, 200, 64, 8, 150, 2};
+    const std::vector<float> a = decode_logits(*cpu, prompt, 8), b = decode_logits(*gpu, prompt, 8),
+                             c = decode_logits(*separate, prompt, 8);
+    const int64_t n = static_cast<int64_t>(a.size());
+    EXPECT_LT(test::max_abs_diff(a.data(), b.data(), n), kQuantizedDecodeTolerance);
+    EXPECT_LT(test::max_abs_diff(c.data(), b.data(), n), kQuantizedDecodeTolerance);
+    // A prompt (the grouped GEMM over the sorted pairs, the shared expert's among them).
+    const int64_t T = static_cast<int64_t>(prompt.size()), V = cpu->config().vocab_size;
+    HostTensor lc(DType::kF32, {T, V}), lg(DType::kF32, {T, V});
+    model::ModelState sc = cpu->new_state(T), sg = gpu->new_state(T);
+    cpu->forward(prompt, sc, lc, true);
+    gpu->forward(prompt, sg, lg, true);
+    double sum = 0.0;
+    float max_logit = 0.0f;
+    for (int64_t i = 0; i < T * V; ++i) {
+      sum += std::fabs(lc.as<float>()[i] - lg.as<float>()[i]);
+      max_logit = std::max(max_logit, std::fabs(lc.as<float>()[i]));
+    }
+    EXPECT_LT(sum / static_cast<double>(T * V), kQuantizedMoePrefillMeanRelTolerance * max_logit);
+    std::printf("[ synthetic moe q%d, shared expert folded ] decode max|dlogit| vs cpu %.2e, vs separate %.2e\n",
+                bits, test::max_abs_diff(a.data(), b.data(), n), test::max_abs_diff(c.data(), b.data(), n));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, CudaModels,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -14,13 +15,14 @@
 #include "formats/safetensors.h"
 #include "model/model.h"
 #include "model/synthetic.h"
+#include "model/tiny_configs.h"
 #include "test_util.h"
 
 namespace strata {
 namespace {
 
-// Tiny configs of each family: a dense llama (llama3 RoPE), a Qwen3.5 hybrid (3 GDN + 1 attention,
-// dense FFN, tied) and a Qwen3.5-MoE (stacked experts, shared expert, 8-bit routers).
+// Tiny configs of each family: a dense llama (llama3 RoPE), and (model/tiny_configs.h) a Qwen3.5
+// hybrid and a Qwen3.5-MoE.
 Json tiny_dense() {
   return Json::parse(
       R"({"model_type": "llama", "vocab_size": 320, "hidden_size": 128, "intermediate_size": 192,
@@ -28,26 +30,6 @@ Json tiny_dense() {
     "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
     "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                      "original_max_position_embeddings": 64}})");
-}
-
-Json tiny_hybrid(bool moe) {
-  Json text = Json::parse(R"({"vocab_size": 256, "hidden_size": 128, "num_hidden_layers": 4,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "linear_num_key_heads": 2,
-    "linear_num_value_heads": 4, "linear_key_head_dim": 32, "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4,
-    "full_attention_interval": 4, "max_position_embeddings": 512, "rms_norm_eps": 1e-6,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}})");
-  if (moe) {
-    text["model_type"] = "qwen3_5_moe_text";
-    text["num_experts"] = 8;
-    text["num_experts_per_tok"] = 2;
-    text["moe_intermediate_size"] = 64;
-    text["shared_expert_intermediate_size"] = 64;
-  } else {
-    text["model_type"] = "qwen3_5_text";
-    text["intermediate_size"] = 192;
-    text["tie_word_embeddings"] = true;
-  }
-  return {{"model_type", moe ? "qwen3_5_moe" : "qwen3_5"}, {"text_config", text}};
 }
 
 // All-position logits of a fixed 12-token prompt.
@@ -121,8 +103,8 @@ TEST_P(InMemoryLoad, SyntheticCheckpointsGiveFiniteTokenDependentLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, InMemoryLoad,
                          ::testing::Values(Family{"dense", tiny_dense()},
-                                           Family{"hybrid", tiny_hybrid(false)},
-                                           Family{"moe", tiny_hybrid(true)}),
+                                           Family{"hybrid", test::tiny_hybrid_config(false)},
+                                           Family{"moe", test::tiny_hybrid_config(true)}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(InMemoryLoad, QuantizesOnLoadLikeTheFileStore) {
@@ -161,9 +143,35 @@ TEST(InMemoryLoad, RejectsAConfigOverrideAndReportsMissingTensors) {
       ErrorKind::kNotFound, {"model.layers.1.mlp.down_proj.weight"});
 }
 
+// A shared expert of the routed experts' shape and format runs as one more routed expert (its gate
+// as one more router row): on the CPU that is the same arithmetic in the same order, so the logits
+// are bit-identical to the separate shared expert's (STRATA_MOE_FOLD_SHARED=0). A shared expert of
+// another size stays separate.
+TEST(SyntheticCheckpoint, FoldingTheSharedExpertLeavesTheLogitsBitIdentical) {
+  for (int bits : {4, 8}) {
+    SCOPED_TRACE(bits);
+    const model::SyntheticCheckpoint ck =
+        model::make_synthetic_checkpoint(test::tiny_hybrid_config(true), {.bits = bits});
+    auto folded = model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors));
+    ::setenv("STRATA_MOE_FOLD_SHARED", "0", 1);
+    auto separate = model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors));
+    ::unsetenv("STRATA_MOE_FOLD_SHARED");
+    EXPECT_EQ(folded->info().moe_shared_folded, 4);
+    EXPECT_EQ(separate->info().moe_shared_folded, 0);
+    EXPECT_EQ(folded->fingerprint(), separate->fingerprint());
+    const HostTensor a = logits_of(*folded), b = logits_of(*separate);
+    ASSERT_EQ(a.numel(), b.numel());
+    EXPECT_EQ(std::memcmp(a.as<float>(), b.as<float>(), a.view().nbytes()), 0);
+  }
+  Json wider = test::tiny_hybrid_config(true);
+  wider["text_config"]["shared_expert_intermediate_size"] = 128;
+  const model::SyntheticCheckpoint ck = model::make_synthetic_checkpoint(wider, {.bits = 4});
+  EXPECT_EQ(model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors))->info().moe_shared_folded, 0);
+}
+
 TEST(SyntheticCheckpoint, UsesTheMlxLayoutWithEightBitRouters) {
   const model::SyntheticCheckpoint ck =
-      model::make_synthetic_checkpoint(tiny_hybrid(true), {.bits = 4});
+      model::make_synthetic_checkpoint(test::tiny_hybrid_config(true), {.bits = 4});
   const std::string p = "language_model.model.layers.0.";
   // Stacked experts [E, I, H·bits/32] with bf16 scales per group of 64.
   EXPECT_EQ(ck.tensors.at(p + "mlp.switch_mlp.gate_proj.weight").shape, (Shape{8, 64, 16}));

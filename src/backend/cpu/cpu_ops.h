@@ -2,11 +2,16 @@
 // readable reference the CUDA ops are tested against; OpenMP spreads rows over cores.
 #pragma once
 
+#include <cmath>
+
 #include "backend/gdn.h"
 #include "backend/moe.h"
 #include "backend/ops.h"
 
 namespace strata::backend::cpu {
+
+// 1 / (1 + e^-x): the GDN's β and the shared expert's gate (topk_softmax, add_sigmoid_gated).
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 void embedding(const Weight& table, std::span<const int32_t> ids, const Tensor& out);
 void matmul(const Tensor& x, const Weight& w, const Tensor& out);
@@ -42,7 +47,8 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
                       const Tensor& state, const Tensor& out, DeltaRuleForm form);
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);
 
-void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights);
+void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights,
+                  bool shared_last);
 void gather_rows(const Tensor& src, std::span<const int32_t> rows, const Tensor& out);
 void scatter_add_rows(const Tensor& src, std::span<const int32_t> rows, std::span<const float> scale,
                       const Tensor& dst);

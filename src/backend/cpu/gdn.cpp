@@ -15,7 +15,6 @@ namespace {
 constexpr int64_t kChunk = 64;
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // torch's threshold
 
 inline float dot(const float* a, const float* b, int64_t n) {

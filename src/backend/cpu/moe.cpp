@@ -10,8 +10,9 @@
 
 namespace strata::backend::cpu {
 
-void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights) {
-  const int64_t T = logits.dim(0), E = logits.dim(1);
+void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights,
+                  bool shared_last) {
+  const int64_t T = logits.dim(0), L = logits.dim(1), E = L - (shared_last ? 1 : 0), slots = ids.dim(1);
   const float* pl = logits.as<const float>();
   int32_t* pi = ids.as<int32_t>();
   float* pw = weights.as<float>();
@@ -20,7 +21,7 @@ void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tenso
   p.resize(static_cast<size_t>(E));
   order.resize(static_cast<size_t>(E));
   for (int64_t t = 0; t < T; ++t) {
-    const float* l = pl + t * E;
+    const float* l = pl + t * L;
     const float mx = *std::max_element(l, l + E);
     float sum = 0.0f;
     for (int64_t e = 0; e < E; ++e) sum += p[e] = std::exp(l[e] - mx);
@@ -31,8 +32,12 @@ void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tenso
     float top = 0.0f;
     for (int64_t i = 0; i < k; ++i) top += p[order[i]];
     for (int64_t i = 0; i < k; ++i) {
-      pi[t * k + i] = order[i];
-      pw[t * k + i] = renormalize ? p[order[i]] / top : p[order[i]];
+      pi[t * slots + i] = order[i];
+      pw[t * slots + i] = renormalize ? p[order[i]] / top : p[order[i]];
+    }
+    if (shared_last) {
+      pi[t * slots + k] = static_cast<int32_t>(E);
+      pw[t * slots + k] = sigmoid(l[E]);
     }
   }
 }
@@ -97,7 +102,7 @@ void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, std:
 void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate) {
   const int64_t rows = gate.numel(), C = x.numel() / rows;
   for (int64_t r = 0; r < rows; ++r) {
-    const float s = 1.0f / (1.0f + std::exp(-gate.as<const float>()[r]));
+    const float s = sigmoid(gate.as<const float>()[r]);
     float* px = x.as<float>() + r * C;
     const float* py = y.as<const float>() + r * C;
     for (int64_t c = 0; c < C; ++c) px[c] += s * py[c];

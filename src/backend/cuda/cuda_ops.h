@@ -132,7 +132,8 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);
 void gdn_core(const GdnCore& core, const Tensor& y);
 
-void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights);
+void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights,
+                  bool shared_last);
 // gate0: expert 0's gate (expert_table() checked that every matrix shares its format).
 void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const Weight& gate0, int64_t E,
                  const Tensor& table, const Tensor& out);

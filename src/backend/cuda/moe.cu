@@ -81,16 +81,19 @@ __device__ inline uint64_t max_key_below(const uint64_t* keys, uint64_t limit) {
 // nothing has to be marked as taken. Every lane ends a round with the winner, so every lane keeps
 // the running sum (in selection order, as the CPU adds them up) and lane r % 32 keeps round r's
 // choice for one coalesced write at the end; rounds past 32 (k > 32) go straight to memory.
+// With `shared`, each row of logits has a last column past the E experts' (the shared expert's gate
+// logit), and ids and weights a last slot, k, for expert E with weight sigmoid(that logit).
 template <int kPerLane>
 __global__ void __launch_bounds__(32 * kTopkWarps)
-    topk_softmax_kernel(const float* __restrict__ logits, int64_t T, int E, int k, bool renormalize,
+    topk_softmax_kernel(const float* __restrict__ logits, int64_t T, int E, int k, bool renormalize, bool shared,
                         int32_t* __restrict__ ids, float* __restrict__ weights) {
   wait_for_inputs();
   constexpr int kSlots = kPerLane > 0 ? kPerLane : 1;
   const int lane = threadIdx.x % 32;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kTopkWarps + threadIdx.x / 32;
   if (t >= T) return;  // whole warps leave together
-  const float* l = logits + t * E;
+  const int row = E + (shared ? 1 : 0), slots = k + (shared ? 1 : 0);
+  const float* l = logits + t * row;
   float p[kSlots];
   float mx = -INFINITY;
 #pragma unroll
@@ -114,8 +117,8 @@ __global__ void __launch_bounds__(32 * kTopkWarps)
   for (int j = 0; j < kPerLane; ++j)
     keys[j] = lane + 32 * j < E ? topk_key(p[j] / sum, lane + 32 * j) : 0;
 
-  int32_t* ids_t = ids + t * k;
-  float* w_t = weights + t * k;
+  int32_t* ids_t = ids + t * slots;
+  float* w_t = weights + t * slots;
   uint64_t prev = ~uint64_t{0};
   float top = 0.0f, mine_p = 0.0f;
   int mine_e = 0;
@@ -146,16 +149,19 @@ __global__ void __launch_bounds__(32 * kTopkWarps)
   }
   if (renormalize && lane == 0)
     for (int i = 32; i < k; ++i) w_t[i] /= top;  // reads back this thread's own writes
+  if (shared && lane == 0) {
+    ids_t[k] = E;
+    w_t[k] = sigmoid(l[E]);  // as add_sigmoid_gated computes the gate
+  }
 }
 
 template <int kPerLane>
-void launch_topk(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids,
+void launch_topk(const Tensor& logits, int64_t E, int64_t k, bool renormalize, bool shared, const Tensor& ids,
                  const Tensor& weights) {
   const int64_t T = logits.dim(0);
   const unsigned blocks = static_cast<unsigned>((T + kTopkWarps - 1) / kTopkWarps);
-  launch(topk_softmax_kernel<kPerLane>, blocks, 32 * kTopkWarps, 0, logits.as<const float>(), T,
-         static_cast<int>(logits.dim(1)), static_cast<int>(k), renormalize, ids.as<int32_t>(),
-         weights.as<float>());
+  launch(topk_softmax_kernel<kPerLane>, blocks, 32 * kTopkWarps, 0, logits.as<const float>(), T, static_cast<int>(E),
+         static_cast<int>(k), renormalize, shared, ids.as<int32_t>(), weights.as<float>());
 }
 
 // ---- the shared expert's gated add ----
@@ -337,11 +343,13 @@ __device__ void token_slots_in_id_order(const int32_t* tid, int k, int64_t E, in
 
 // out[t, rows] = Σ over the token's experts in ascending id of weight · (down_e · act). A block takes
 // kDownRows rows of one token; its warps take the token's experts, all at once (each expert's dot in
-// shared memory), and the sums add them in order.
+// shared memory), and the sums add them in order. A block has a warp per expert a token has, up to
+// kDownMaxWarps (a shared expert folded in as a ninth would otherwise double one warp's work).
 constexpr int kDownRows = kExpertRowsPerWarp;
+constexpr int kDownMaxWarps = 16;
 
 template <int kBits, typename S>
-__global__ void __launch_bounds__(32 * kExpertWarps)
+__global__ void __launch_bounds__(32 * kDownMaxWarps)
     moe_down_kernel(const float* __restrict__ act, const int32_t* __restrict__ ids,
                     const float* __restrict__ weights, const ExpertMatrix* __restrict__ table, int64_t E, int k,
                     int64_t H, int64_t I, int group_shift, float* __restrict__ out) {
@@ -352,8 +360,8 @@ __global__ void __launch_bounds__(32 * kExpertWarps)
   wait_for_inputs();
   const int32_t* tid = ids + t * k;
   token_slots_in_id_order(tid, k, E, order, used);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int n = warp; n < used; n += kExpertWarps) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = static_cast<int>(blockDim.x / 32);
+  for (int n = warp; n < used; n += warps) {
     const int slot = order[n];
     const ExpertMatrix& m = table[tid[slot] * kParts + kDownPart];
     RowRef<S> rows[kDownRows];
@@ -670,7 +678,8 @@ void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weight
            32 * kExpertWarps, smem, x.as<const float>(), ids.as<const int32_t>(), nullptr, T * k, 1, tab, E,
            static_cast<int>(k), H, I, group_shift, act);
     const unsigned down_blocks = static_cast<unsigned>((H + kDownRows - 1) / kDownRows);
-    launch(moe_down_kernel<kBits, S>, dim3(down_blocks, static_cast<unsigned>(T)), 32 * kExpertWarps, 0,
+    const unsigned down_warps = static_cast<unsigned>(std::clamp<int64_t>(k, 1, kDownMaxWarps));
+    launch(moe_down_kernel<kBits, S>, dim3(down_blocks, static_cast<unsigned>(T)), 32 * down_warps, 0,
            static_cast<const float*>(act), ids.as<const int32_t>(), weights.as<const float>(), tab, E,
            static_cast<int>(k), H, I, group_shift, out.as<float>());
     return;
@@ -737,18 +746,18 @@ void launch_moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weight
 
 }  // namespace
 
-void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids,
-                  const Tensor& weights) {
-  const int64_t T = logits.dim(0), E = logits.dim(1);
+void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights,
+                  bool shared_last) {
+  const int64_t T = logits.dim(0), E = logits.dim(1) - (shared_last ? 1 : 0);
   if (T == 0 || k == 0) return;
   if (E <= 32 * 4) {
-    launch_topk<4>(logits, k, renormalize, ids, weights);
+    launch_topk<4>(logits, E, k, renormalize, shared_last, ids, weights);
   } else if (E <= 32 * 16) {
-    launch_topk<16>(logits, k, renormalize, ids, weights);
+    launch_topk<16>(logits, E, k, renormalize, shared_last, ids, weights);
   } else if (E <= 32 * 32) {
-    launch_topk<32>(logits, k, renormalize, ids, weights);
+    launch_topk<32>(logits, E, k, renormalize, shared_last, ids, weights);
   } else {
-    launch_topk<0>(logits, k, renormalize, ids, weights);
+    launch_topk<0>(logits, E, k, renormalize, shared_last, ids, weights);
   }
 }
 

@@ -16,6 +16,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -426,21 +427,23 @@ TEST_F(CudaElementwise, TopkSoftmaxMatchesCpuWithTies) {
   // E = 40 leaves lanes with fewer experts; E = 1500 takes the path that recomputes probabilities.
   for (const Case& c : {Case{5, 256, 8}, Case{3, 64, 4}, Case{2, 512, 16}, Case{4, 40, 3},
                         Case{2, 1500, 4}, Case{3, 256, 40}}) {
-    for (bool renormalize : {false, true}) {
-      HostTensor logits = random_tensor({c.T, c.E}, 19);
+    // shared: one more logit column (a shared expert's gate) and one more slot for it.
+    for (const auto& [renormalize, shared] : {std::pair{false, false}, std::pair{true, false}, std::pair{true, true}}) {
+      const int64_t L = c.E + (shared ? 1 : 0), S = c.k + (shared ? 1 : 0);
+      HostTensor logits = random_tensor({c.T, L}, 19);
       float* l = logits.as<float>();
       l[c.E - 1] = l[3] = 10.0f;                    // token 0: a tie for first place
-      if (c.T > 1) l[c.E + 5] = l[c.E + 1] = 3.0f;  // token 1: a tie for a lower place
-      HostTensor ids(DType::kI32, {c.T, c.k}), weights(DType::kF32, {c.T, c.k});
-      backend::cpu::topk_softmax(logits, c.k, renormalize, ids, weights);
+      if (c.T > 1) l[L + 5] = l[L + 1] = 3.0f;  // token 1: a tie for a lower place
+      HostTensor ids(DType::kI32, {c.T, S}), weights(DType::kF32, {c.T, S});
+      backend::cpu::topk_softmax(logits, c.k, renormalize, ids, weights, shared);
       const DeviceCopy dl = to_device(logits);
-      const DeviceCopy di = to_device(int_tensor(std::vector<int32_t>(c.T * c.k, -7)));
-      const DeviceCopy dw = to_device(random_tensor({c.T, c.k}, 20));
+      const DeviceCopy di = to_device(int_tensor(std::vector<int32_t>(c.T * S, -7)));
+      const DeviceCopy dw = to_device(random_tensor({c.T, S}, 20));
       Tensor ids_view = di.view;
-      ids_view.shape = Shape{c.T, c.k};
-      backend::topk_softmax(dl.view, c.k, renormalize, ids_view, dw.view);
+      ids_view.shape = Shape{c.T, S};
+      backend::topk_softmax(dl.view, c.k, renormalize, ids_view, dw.view, shared);
       const std::string what = "E " + std::to_string(c.E) + " k " + std::to_string(c.k) +
-                               (renormalize ? " renormalized" : "");
+                               (renormalize ? " renormalized" : "") + (shared ? " shared" : "");
       expect_equal_bytes(backend::to_host(ids_view), ids, what);
       expect_close(backend::to_host(dw.view), weights, 1e-5f, 0.0f, what);
     }
@@ -539,47 +542,50 @@ TEST_F(CudaElementwise, MoeExpertsMatchCpu) {
     cases.push_back({12, 128, 256, f});
   cases.push_back({5, 96, 160, ExpertFormat{4, 32, DType::kBF16}});
   cases.push_back({5, 96, 160, ExpertFormat{8, 32, DType::kF16}});
-  const int64_t k = 4;
-  for (const Case& cs : cases) {
-    const int64_t E = cs.E, I = cs.I, H = cs.H;
-    const ExpertFormat& f = cs.f;
-    TestExperts x;
-    for (int64_t e = 0; e < E; ++e) {
-      add_expert_matrix(x, 0, I, H, f, static_cast<uint32_t>(200 + 3 * e));
-      add_expert_matrix(x, 1, I, H, f, static_cast<uint32_t>(201 + 3 * e));
-      add_expert_matrix(x, 2, H, I, f, static_cast<uint32_t>(202 + 3 * e));
-    }
-    const backend::Buffer table = backend::expert_table(Device::kCuda, x.dev[0], x.dev[1], x.dev[2]);
-    for (int64_t T : {1, 3, 8, 40, 200}) {
-      for (size_t offset : {size_t{0}, size_t{4}}) {
-        if (offset != 0 && T != 3 && T != 40) continue;
-        std::vector<int32_t> id_list(static_cast<size_t>(T * k));
-        std::mt19937 rng(static_cast<uint32_t>(T));
-        for (int64_t t = 0; t < T; ++t) {
-          std::vector<int32_t> perm(static_cast<size_t>(E));
-          std::iota(perm.begin(), perm.end(), 0);
-          std::shuffle(perm.begin(), perm.end(), rng);
-          std::copy_n(perm.begin(), k, id_list.begin() + t * k);
-        }
-        if (T > 1) id_list[5] = -1;
-        HostTensor ids = int_tensor(id_list);
-        Tensor ids_host = ids.view();
-        ids_host.shape = Shape{T, k};
-        const HostTensor h = random_tensor({T, H}, 30), w = random_tensor({T, k}, 31);
-        HostTensor want(DType::kF32, {T, H});
-        backend::cpu::moe_experts(h, ids_host, w, x.host[0], x.host[1], x.host[2], want);
+  // 4 experts a token, and 9 (8 routed and a folded shared expert: more than 8 warps' worth).
+  for (const int64_t k : {int64_t{4}, int64_t{9}}) {
+    for (const Case& cs : cases) {
+      if (k > cs.E) continue;
+      const int64_t E = cs.E, I = cs.I, H = cs.H;
+      const ExpertFormat& f = cs.f;
+      TestExperts x;
+      for (int64_t e = 0; e < E; ++e) {
+        add_expert_matrix(x, 0, I, H, f, static_cast<uint32_t>(200 + 3 * e));
+        add_expert_matrix(x, 1, I, H, f, static_cast<uint32_t>(201 + 3 * e));
+        add_expert_matrix(x, 2, H, I, f, static_cast<uint32_t>(202 + 3 * e));
+      }
+      const backend::Buffer table = backend::expert_table(Device::kCuda, x.dev[0], x.dev[1], x.dev[2]);
+      for (int64_t T : {1, 3, 8, 40, 200}) {
+        for (size_t offset : {size_t{0}, size_t{4}}) {
+          if (offset != 0 && T != 3 && T != 40) continue;
+          std::vector<int32_t> id_list(static_cast<size_t>(T * k));
+          std::mt19937 rng(static_cast<uint32_t>(T));
+          for (int64_t t = 0; t < T; ++t) {
+            std::vector<int32_t> perm(static_cast<size_t>(E));
+            std::iota(perm.begin(), perm.end(), 0);
+            std::shuffle(perm.begin(), perm.end(), rng);
+            std::copy_n(perm.begin(), k, id_list.begin() + t * k);
+          }
+          if (T > 1) id_list[5] = -1;
+          HostTensor ids = int_tensor(id_list);
+          Tensor ids_host = ids.view();
+          ids_host.shape = Shape{T, k};
+          const HostTensor h = random_tensor({T, H}, 30), w = random_tensor({T, k}, 31);
+          HostTensor want(DType::kF32, {T, H});
+          backend::cpu::moe_experts(h, ids_host, w, x.host[0], x.host[1], x.host[2], want);
 
-        const DeviceCopy dh = to_device(h, offset), dids = to_device(ids), dw = to_device(w),
-                         dout = to_device(test::nan_tensor({T, H}));
-        Tensor ids_dev = dids.view;
-        ids_dev.shape = Shape{T, k};
-        backend::moe_experts(dh.view, ids_dev, dw.view, x.dev[0], x.dev[1], x.dev[2], table, dout.view);
-        const bool bf16 = T > 8 && f.bits != 0 && offset == 0;
-        float largest = 0.0f;
-        for (int64_t i = 0; i < want.numel(); ++i) largest = std::max(largest, std::fabs(want.as<float>()[i]));
-        expect_close(backend::to_host(dout.view), want, bf16 ? 0.0f : 1e-4f, bf16 ? 1e-2f * largest : 1e-4f,
-                     "bits " + std::to_string(f.bits) + " group " + std::to_string(f.gs) + " I " + std::to_string(I) +
-                         " T " + std::to_string(T) + " offset " + std::to_string(offset));
+          const DeviceCopy dh = to_device(h, offset), dids = to_device(ids), dw = to_device(w),
+                           dout = to_device(test::nan_tensor({T, H}));
+          Tensor ids_dev = dids.view;
+          ids_dev.shape = Shape{T, k};
+          backend::moe_experts(dh.view, ids_dev, dw.view, x.dev[0], x.dev[1], x.dev[2], table, dout.view);
+          const bool bf16 = T > 8 && f.bits != 0 && offset == 0;
+          float largest = 0.0f;
+          for (int64_t i = 0; i < want.numel(); ++i) largest = std::max(largest, std::fabs(want.as<float>()[i]));
+          expect_close(backend::to_host(dout.view), want, bf16 ? 0.0f : 1e-4f, bf16 ? 1e-2f * largest : 1e-4f,
+                       "bits " + std::to_string(f.bits) + " group " + std::to_string(f.gs) + " I " + std::to_string(I) +
+                           " T " + std::to_string(T) + " k " + std::to_string(k) + " offset " + std::to_string(offset));
+        }
       }
     }
   }

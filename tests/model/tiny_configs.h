@@ -1,0 +1,31 @@
+// Tiny configs for synthetic checkpoints (model/synthetic.h) that several suites load.
+#pragma once
+
+#include "core/json.h"
+
+namespace strata::test {
+
+// A Qwen3.5 hybrid (3 GDN + 1 attention layers; dense FFN, tied embeddings) or, with moe, a
+// Qwen3.5-MoE (8 stacked experts, 2 a token, a shared expert of the routed experts' size, so that it
+// folds into them; 8-bit routers in synthetic checkpoints).
+inline Json tiny_hybrid_config(bool moe) {
+  Json text = Json::parse(R"({"vocab_size": 256, "hidden_size": 128, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4, "linear_key_head_dim": 32, "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4,
+    "full_attention_interval": 4, "max_position_embeddings": 512, "rms_norm_eps": 1e-6,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}})");
+  if (moe) {
+    text["model_type"] = "qwen3_5_moe_text";
+    text["num_experts"] = 8;
+    text["num_experts_per_tok"] = 2;
+    text["moe_intermediate_size"] = 64;
+    text["shared_expert_intermediate_size"] = 64;
+  } else {
+    text["model_type"] = "qwen3_5_text";
+    text["intermediate_size"] = 192;
+    text["tie_word_embeddings"] = true;
+  }
+  return {{"model_type", moe ? "qwen3_5_moe" : "qwen3_5"}, {"text_config", text}};
+}
+
+}  // namespace strata::test
