@@ -15,7 +15,8 @@ void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tenso
                   bool shared_last) {
   const Device d = placement("topk_softmax", {&logits, &ids, &weights});
   require_f32("topk_softmax", {&logits, &weights});
-  const int64_t slots = k + (shared_last ? 1 : 0), experts = logits.rank() == 2 ? logits.dim(1) - (shared_last ? 1 : 0) : 0;
+  const int64_t slots = k + (shared_last ? 1 : 0);
+  const int64_t experts = logits.rank() == 2 ? logits.dim(1) - (shared_last ? 1 : 0) : 0;
   check(logits.rank() == 2 && k > 0 && k <= experts && ids.dtype == DType::kI32 && ids.rank() == 2 &&
             ids.dim(0) == logits.dim(0) && ids.dim(1) == slots && weights.shape == ids.shape,
         ErrorKind::kInternal, "topk_softmax: logits {} k {}{} ids {} weights {}", logits.shape.str(), k,

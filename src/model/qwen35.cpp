@@ -49,7 +49,7 @@ struct Ffn {
   bool shared = false;
   // The shared expert folded in as expert E (the last of expert_*), its gate logit as row E of the
   // router, so that topk_softmax gives every token a last slot for it and moe_experts adds it with the
-  // routed ones: two of the MoE FFN's launches on a GPU instead of six. Taken when the shared expert
+  // routed ones: four launches an MoE layer on a GPU instead of eight. Taken when the shared expert
   // has the routed experts' shape and format and its gate the router's format (Qwen3.5-MoE and
   // Qwen3-Next checkpoints); STRATA_MOE_FOLD_SHARED=0 turns it off.
   bool shared_folded = false;
@@ -471,24 +471,22 @@ class Qwen35Model final : public Model {
       expect(F.expert_down[e], H, I, fmt::format("{} expert {} down", p, e));
     }
     F.shared = w.has(p + "shared_expert.gate_proj.weight");
-    if (!F.shared) {
-      F.router = w.stack_rows({&router, 1});
-      F.expert_table = backend::expert_table(device_, F.expert_gate, F.expert_up, F.expert_down);
-      return F;
+    Weight shared_expert_gate;
+    if (F.shared) {
+      const int64_t S = c.moe.shared_intermediate;
+      F.shared_gate = w.matrix(p + "shared_expert.gate_proj");
+      F.shared_up = w.matrix(p + "shared_expert.up_proj");
+      F.shared_down = w.matrix(p + "shared_expert.down_proj");
+      shared_expert_gate = w.matrix(p + "shared_expert_gate", false, WeightLoader::Placement::kHost);
+      expect(F.shared_gate, S, H, p + "shared_expert.gate_proj");
+      expect(F.shared_up, S, H, p + "shared_expert.up_proj");
+      expect(F.shared_down, H, S, p + "shared_expert.down_proj");
+      expect(shared_expert_gate, 1, H, p + "shared_expert_gate");
+      const Weight& e0 = F.expert_gate[0];
+      F.shared_folded = fold_shared_allowed() && S == I && backend::same_format(F.shared_gate, e0) &&
+                        backend::same_format(F.shared_up, e0) && backend::same_format(F.shared_down, e0) &&
+                        backend::same_format(shared_expert_gate, router);
     }
-    const int64_t S = c.moe.shared_intermediate;
-    F.shared_gate = w.matrix(p + "shared_expert.gate_proj");
-    F.shared_up = w.matrix(p + "shared_expert.up_proj");
-    F.shared_down = w.matrix(p + "shared_expert.down_proj");
-    const Weight shared_expert_gate = w.matrix(p + "shared_expert_gate", false, WeightLoader::Placement::kHost);
-    expect(F.shared_gate, S, H, p + "shared_expert.gate_proj");
-    expect(F.shared_up, S, H, p + "shared_expert.up_proj");
-    expect(F.shared_down, H, S, p + "shared_expert.down_proj");
-    expect(shared_expert_gate, 1, H, p + "shared_expert_gate");
-    const Weight& e0 = F.expert_gate[0];
-    F.shared_folded = fold_shared_allowed() && S == I && backend::same_format(F.shared_gate, e0) &&
-                      backend::same_format(F.shared_up, e0) && backend::same_format(F.shared_down, e0) &&
-                      backend::same_format(shared_expert_gate, router);
     if (F.shared_folded) {
       const Weight rows[] = {router, shared_expert_gate};
       F.router = w.stack_rows(rows);
@@ -496,8 +494,8 @@ class Qwen35Model final : public Model {
       F.expert_up.push_back(F.shared_up);
       F.expert_down.push_back(F.shared_down);
     } else {
-      F.router = w.stack_rows({&router, 1});
-      F.shared_expert_gate = w.stack_rows({&shared_expert_gate, 1});
+      F.router = w.place(router);
+      if (F.shared) F.shared_expert_gate = w.place(shared_expert_gate);
     }
     F.expert_table = backend::expert_table(device_, F.expert_gate, F.expert_up, F.expert_down);
     return F;

@@ -110,7 +110,6 @@ backend::Weight WeightLoader::select_rows(const backend::Weight& w, std::span<co
 backend::Weight WeightLoader::stack_rows(std::span<const backend::Weight> parts) {
   check(!parts.empty(), ErrorKind::kInternal, "stack_rows: no matrices");
   const backend::Weight& first = parts[0];
-  if (parts.size() == 1) return place(first);
   int64_t rows = 0;
   for (const backend::Weight& w : parts) {
     check(w.w.device == Device::kCpu && backend::same_format(w, first) && w.cols() == first.cols(),

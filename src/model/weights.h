@@ -61,6 +61,9 @@ class WeightLoader {
   // One matrix of the rows of `parts` in turn (host matrices of one format and width; e.g. a router
   // and the shared expert's gate, so that one launch computes both), placed on the device.
   backend::Weight stack_rows(std::span<const backend::Weight> parts);
+  // A host matrix (matrix(..., Placement::kHost)) on the device: uploaded and owned when that is
+  // not the host.
+  backend::Weight place(backend::Weight w);
   // A float tensor by full name, converted to F32, on the device.
   Tensor vector(const std::string& name);
   std::optional<Tensor> optional_vector(const std::string& name);
@@ -81,7 +84,6 @@ class WeightLoader {
   Tensor own(HostTensor t);
   // The tensor on the model's device (uploaded and owned when that is not the host).
   Tensor place(const Tensor& t);
-  backend::Weight place(backend::Weight w);
 
   std::optional<formats::WeightStore> store_;
   std::shared_ptr<formats::GgufFile> gguf_;

@@ -428,11 +428,12 @@ TEST_F(CudaElementwise, TopkSoftmaxMatchesCpuWithTies) {
   for (const Case& c : {Case{5, 256, 8}, Case{3, 64, 4}, Case{2, 512, 16}, Case{4, 40, 3},
                         Case{2, 1500, 4}, Case{3, 256, 40}}) {
     // shared: one more logit column (a shared expert's gate) and one more slot for it.
-    for (const auto& [renormalize, shared] : {std::pair{false, false}, std::pair{true, false}, std::pair{true, true}}) {
+    for (const auto& [renormalize, shared] :
+         {std::pair{false, false}, std::pair{true, false}, std::pair{true, true}}) {
       const int64_t L = c.E + (shared ? 1 : 0), S = c.k + (shared ? 1 : 0);
       HostTensor logits = random_tensor({c.T, L}, 19);
       float* l = logits.as<float>();
-      l[c.E - 1] = l[3] = 10.0f;                    // token 0: a tie for first place
+      l[c.E - 1] = l[3] = 10.0f;                // token 0: a tie for first place
       if (c.T > 1) l[L + 5] = l[L + 1] = 3.0f;  // token 1: a tie for a lower place
       HostTensor ids(DType::kI32, {c.T, S}), weights(DType::kF32, {c.T, S});
       backend::cpu::topk_softmax(logits, c.k, renormalize, ids, weights, shared);
