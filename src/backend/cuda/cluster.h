@@ -39,13 +39,14 @@ __device__ __forceinline__ int cluster_rank() {
 #endif
 }
 
-// The address of `p` (in this block's shared memory) in block `rank` of the cluster.
+// The address of `p` (in this block's shared memory) in block `rank` of the cluster; T may be
+// const (to read another block's shared memory) or not (to write it).
 template <typename T>
-__device__ __forceinline__ const T* in_block(const T* p, int rank) {
+__device__ __forceinline__ T* in_block(T* p, int rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   uint64_t out;
   asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"(p), "r"(rank));
-  return reinterpret_cast<const T*>(out);
+  return reinterpret_cast<T*>(out);
 #else
   (void)rank;
   return p;
