@@ -709,6 +709,21 @@ __global__ void __launch_bounds__(32 * kMmaWarps) mma_kernel(const Params p) {
   }
 }
 
+// Asks L2 for the K and V rows [range.lo, range.hi] of KV head kvh, a 128-byte line per thread
+// and step (prefetch.global.L2: no registers, nothing waits for it).
+template <int D, typename C>
+__device__ inline void prefetch_rows(const Params& p, int kvh, const KeyRange& range) {
+  constexpr int kLines = (D * static_cast<int>(sizeof(C)) + 127) / 128;  // lines a row
+  const int keys = range.hi - range.lo + 1;
+  const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
+  for (int i = threadIdx.x; i < 2 * keys * kLines; i += blockDim.x) {
+    const int key = range.lo + i / (2 * kLines), line = i % kLines;
+    const void* base = i / kLines % 2 == 0 ? p.k : p.v;
+    const char* row = static_cast<const char*>(base) + (key * row_stride + static_cast<int64_t>(kvh) * D) * sizeof(C);
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(row + line * 128));
+  }
+}
+
 // Decode: at most 8 rows per KV head (a decode step with a group of up to 8, or a short verify
 // step of a small group). Keys and values stream from memory straight into registers, 16 bytes per
 // lane, with no shared-memory tiles, so that many warps fit on an SM. Each lane holds D / 32
@@ -720,7 +735,6 @@ constexpr int kDecodeWarps = 4;
 
 template <int D, int kRows, typename C>
 __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params p) {
-  wait_for_inputs();
   static_assert(kRows == 4 || kRows == 8, "16 scores per step");
   constexpr int kKeys = 16 / kRows;
   constexpr int kVec = vec_width<D>(), kCols = D / (32 * kVec), kE = kCols * kVec;
@@ -731,7 +745,12 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kvh = blockIdx.y;
   const int rows = p.T * p.group;  // at most kRows
+  // The positions were staged before the step's first kernel, so the split's keys are known before
+  // the wait; their rows are asked into L2 meanwhile (rows of earlier steps; the row the kernel
+  // before writes is only fetched, and L2 keeps it coherent).
   const KeyRange range = split_keys(p, 0, rows - 1);
+  prefetch_rows<D, C>(p, kvh, range);
+  wait_for_inputs();
 
   float o[kRows][kE];
 #pragma unroll

@@ -77,10 +77,6 @@ __global__ void __launch_bounds__(32 * kWarps)
     src = q + (static_cast<int64_t>(t) * p.Hq + h) * p.q_width;
     dst = q_out + (static_cast<int64_t>(t) * p.Hq + h) * D;
     nw = q_w;
-    if (p.q_width == 2 * D) {
-      float* gate = gate_out + (static_cast<int64_t>(t) * p.Hq + h) * D;
-      for (int i = lane; i < D; i += 32) gate[i] = src[D + i];
-    }
   } else {
     const int hk = h - p.Hq;
     dst = k + (static_cast<int64_t>(t) * p.Hkv + hk) * D;  // in place
@@ -89,9 +85,21 @@ __global__ void __launch_bounds__(32 * kWarps)
     nw = k_w;
   }
 
-  float x[kPer];
+  // Every load before the first store (the gate's copy), so they go out together.
+  float x[kPer], gate_x[kPer];
+  const bool has_gate = is_q && p.q_width == 2 * D;
 #pragma unroll
-  for (int e = 0; e < kPer; ++e) x[e] = lane + 32 * e < D ? src[lane + 32 * e] : 0.0f;
+  for (int e = 0; e < kPer; ++e) {
+    const bool in = lane + 32 * e < D;
+    x[e] = in ? src[lane + 32 * e] : 0.0f;
+    gate_x[e] = in && has_gate ? src[D + lane + 32 * e] : 0.0f;
+  }
+  if (has_gate) {
+    float* gate = gate_out + (static_cast<int64_t>(t) * p.Hq + h) * D;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e)
+      if (lane + 32 * e < D) gate[lane + 32 * e] = gate_x[e];
+  }
   if (nw != nullptr) {  // warp-uniform
     float ss = 0.0f;
 #pragma unroll
