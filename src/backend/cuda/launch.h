@@ -16,8 +16,10 @@
 // the release in the matmuls kept 396 and gave 0.8B 1249. The matmuls also bound how far ahead
 // kernels run: when a kernel starts, every kernel before the latest matmul ahead of it (the
 // matmul's predecessor included) has completed. So a kernel may read before its wait only what was
-// written before that: weights, and a layer's recurrent state or conv window, last written by that
-// layer a step earlier, with the layer's input projection (a matmul) in between.
+// written before that: weights, a layer's recurrent state, conv window or KV-cache rows of earlier
+// steps, last written by that layer a step earlier, with the layer's input projection (a matmul)
+// in between, and the step's positions, staged before its first kernel. (An L2 prefetch may name
+// any address: it reads nothing into the kernel.)
 //
 // PDL is on by default on devices of compute capability 9.0 and above. STRATA_CUDA_PDL=0 in the
 // environment turns it off (read once, on the first launch): launch() then launches plainly.
