@@ -72,7 +72,7 @@ struct CoreShape {
   size_t shared_bytes;
 };
 
-
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // the kernel's only users (sm_90 and above)
 // The window update of one channel: conv + SiLU of its taps over the window and the new value,
 // and the window advanced by one (written by the caller, who alone owns the channel).
 struct ChannelConv {
@@ -110,10 +110,9 @@ struct ChannelConv {
 // that must be done first, so the arrival waits for those and not for the other loads in flight
 // (the state rows), as a release would.
 __device__ __forceinline__ void cluster_arrive_after(float read) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::"f"(read) : "memory");
-#endif
 }
+#endif
 
 template <int kDk>
 __global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const CoreParams p) {
