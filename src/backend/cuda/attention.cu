@@ -719,7 +719,8 @@ __device__ inline void prefetch_rows(const Params& p, int kvh, const KeyRange& r
   for (int i = threadIdx.x; i < 2 * keys * kLines; i += blockDim.x) {
     const int key = range.lo + i / (2 * kLines), line = i % kLines;
     const void* base = i / kLines % 2 == 0 ? p.k : p.v;
-    const char* row = static_cast<const char*>(base) + (key * row_stride + static_cast<int64_t>(kvh) * D) * sizeof(C);
+    const char* row = static_cast<const char*>(base) +
+                      (key * row_stride + static_cast<int64_t>(kvh) * D) * sizeof(C);
     asm volatile("prefetch.global.L2 [%0];" ::"l"(row + line * 128));
   }
 }

@@ -38,7 +38,6 @@ namespace {
 constexpr int kCoreMaxQk = 2;  // q and k channels one thread convolves
 constexpr int kCoreMaxThreads = 512;
 constexpr int kCoreMaxCluster = 8;  // the portable cluster size
-constexpr int kCoreMaxSplit = 8;
 constexpr int kCoreMaxWarps = kCoreMaxThreads / 32;
 
 // Lanes per state row (kG) and float4s per lane (kNc) for key heads of kDk.
@@ -78,7 +77,8 @@ struct CoreShape {
 struct ChannelConv {
   float taps[kMaxConvK], win[kMaxConvK - 1];
 
-  __device__ void load(const float* conv_weight, const float* window, int64_t C, int64_t col, int K) {
+  __device__ void load(const float* conv_weight, const float* window, int64_t C, int64_t col,
+                       int K) {
 #pragma unroll
     for (int t = 0; t < kMaxConvK; ++t) taps[t] = t < K ? conv_weight[col * K + t] : 0.0f;
 #pragma unroll
@@ -102,7 +102,8 @@ struct ChannelConv {
   __device__ void advance(float* window, int64_t C, int64_t col, float cur, int K) const {
 #pragma unroll
     for (int t = 0; t < kMaxConvK - 1; ++t)
-      if (t < K - 1) window[t * C + col] = t + 1 < K - 1 ? win[t + 1 < kMaxConvK - 1 ? t + 1 : 0] : cur;
+      if (t < K - 1)
+        window[t * C + col] = t + 1 < K - 1 ? win[t + 1 < kMaxConvK - 1 ? t + 1 : 0] : cur;
   }
 };
 
@@ -127,14 +128,15 @@ __global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const 
   const int i = part * rows + threadIdx.x / kG;  // this thread's row of it
   const int gl = threadIdx.x % kG, lane = threadIdx.x % 32;
   const int64_t C = 2LL * p.Hk * kDk + static_cast<int64_t>(p.Hv) * p.dv;
-  float* qk = shared;            // [2·dk]: q, then k, of the key head after conv + SiLU
-  float* vrow = qk + 2 * kDk;    // [rows]: this block's rows' v after conv + SiLU
-  float* sums = vrow + rows;     // [warps] partial Σo², then the head's blocks' at [kCoreMaxWarps + part]
+  float* qk = shared;          // [2·dk]: q, then k, of the key head after conv + SiLU
+  float* vrow = qk + 2 * kDk;  // [rows]: this block's rows' v after conv + SiLU
+  // [warps]: partial Σo²; then at [kCoreMaxWarps + part], the Σo² of each block of the head
+  float* sums = vrow + rows;
   const int K = p.K;
 
   // Before the wait: weights, the windows of the channels this thread convolves and its state row
-  // (last written by this layer a step ago: launch.h). Thread τ takes q/k channels τ and τ + threads
-  // of the key head, and threads below `rows` the v channel of row τ of the block's slice.
+  // (last written by this layer a step ago: launch.h). Thread τ takes q/k channels τ and τ +
+  // threads of the key head, and threads below `rows` the v channel of row τ of the block's slice.
   int64_t qk_col[kCoreMaxQk];
   ChannelConv qk_conv[kCoreMaxQk];
 #pragma unroll
@@ -183,7 +185,8 @@ __global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const 
 #pragma unroll
   for (int e = 0; e < kCoreMaxQk; ++e) {
     const int c = threadIdx.x + e * blockDim.x;
-    if (qk_col[e] >= 0 && c * cluster / (2 * kDk) == rank) qk_conv[e].advance(p.window, C, qk_col[e], qk_raw[e], K);
+    if (qk_col[e] >= 0 && c * cluster / (2 * kDk) == rank)
+      qk_conv[e].advance(p.window, C, qk_col[e], qk_raw[e], K);
   }
   __syncthreads();
 
@@ -232,10 +235,11 @@ CoreShape core_shape(int dk, int r, int dv, int s) {
   if (dk != 16 && dk != 32 && dk != 64 && dk != 128 && dk != 256) return {};
   const int lanes = dk <= 128 ? 4 : 8;
   const int cluster = r * s;
-  if (cluster > kCoreMaxCluster || s > kCoreMaxSplit || dv % s != 0) return {};
+  if (cluster > kCoreMaxCluster || dv % s != 0) return {};  // s ≤ cluster: the Σo² slots fit
   const int rows = dv / s, threads = rows * lanes;
   if (threads % 32 != 0 || threads > kCoreMaxThreads || 2 * dk > kCoreMaxQk * threads) return {};
-  return {s, cluster, threads, sizeof(float) * static_cast<size_t>(2 * dk + rows + kCoreMaxWarps + kCoreMaxSplit)};
+  return {s, cluster, threads,
+          sizeof(float) * static_cast<size_t>(2 * dk + rows + kCoreMaxWarps + kCoreMaxCluster)};
 }
 
 // Each value head's rows split in two where that fits, else whole; STRATA_GDN_SPLIT (1, 2, 4 or 8)
