@@ -3,6 +3,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/dispatch.h"
+#include "backend/ops.h"
 
 namespace strata::backend {
 
@@ -114,7 +115,7 @@ void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps
   cpu::rms_norm_gated(x, w, z, eps, out);
 }
 
-void gdn_core(const GdnCore& c, const Tensor& y) {
+void gdn_core(const GdnCore& c, const Tensor& y, MatmulFeed* feed) {
   // The three checks share q (prepare and delta) and o (delta and norm), so together they place
   // every tensor of the core on one device.
   const Device d =
@@ -122,7 +123,8 @@ void gdn_core(const GdnCore& c, const Tensor& y) {
   check_delta(c.q, c.k, c.v, c.g, c.beta, c.state, c.o);
   const Tensor o_rows = c.o.reshaped({c.o.numel() / c.v.dim(2), c.v.dim(2)});
   check_norm_gated(o_rows, c.norm, c.z, y);
-  STRATA_CUDA_DISPATCH("gdn_core", d, cuda::gdn_core(c, y));
+  STRATA_CUDA_DISPATCH("gdn_core", d, cuda::gdn_core(c, y, feed));
+  MatmulFeed::none(feed);
   cpu::gdn_prepare(c.qkv, c.conv_weight, c.window, c.a, c.b, c.a_log, c.dt_bias, c.l2_eps, c.q_scale, c.q, c.k, c.v,
                    c.g, c.beta);
   cpu::gated_delta_rule(c.q, c.k, c.v, c.g, c.beta, c.state, c.o, c.form);

@@ -7,6 +7,8 @@
 
 namespace strata::backend {
 
+struct MatmulFeed;  // ops.h
+
 // Causal depthwise conv1d over T new rows, then SiLU. x: [T, C]; weight: [C, K], where tap K-1
 // multiplies the current row; window: [K-1, C], the K-1 rows of x before these (oldest first,
 // zeros at the start of a sequence), advanced in place to the last K-1 rows; out: [T, C], not x.
@@ -56,6 +58,7 @@ struct GdnCore {
   float l2_eps = 1e-6f, q_scale = 1.0f, norm_eps = 1e-6f;
   DeltaRuleForm form = DeltaRuleForm::kRecurrent;
 };
-void gdn_core(const GdnCore& core, const Tensor& y);
+// `feed`: y's form for the out projection (see MatmulFeed in ops.h).
+void gdn_core(const GdnCore& core, const Tensor& y, MatmulFeed* feed = nullptr);
 
 }  // namespace strata::backend

@@ -54,7 +54,7 @@ void embedding(const Weight& table, const Tensor& ids, const Tensor& out) {
   cpu::embedding(table, host_ints(ids), out);
 }
 
-void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
+void matmul(const Tensor& x, const Weight& w, const Tensor& out, const MatmulFeed* feed) {
   const Device d = placement("matmul", {&x, &w.w, &out});
   require_f32("matmul", x);
   require_f32("matmul", out);
@@ -62,11 +62,12 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
         ErrorKind::kInternal, "matmul: x {} · w [{}, {}] -> out {}", x.shape.str(), w.rows(), w.cols(),
         out.shape.str());
   if (d == Device::kCuda) check_cuda_weight(w);
-  STRATA_CUDA_DISPATCH("matmul", d, cuda::matmul(x, w, out));
+  STRATA_CUDA_DISPATCH("matmul", d, cuda::matmul(x, w, out, feed));
   cpu::matmul(x, w, out);
 }
 
-void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs) {
+void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs,
+                  const MatmulFeed* feed, MatmulFeed* glu_feed) {
   check(!ws.empty() && ws.size() == outs.size(), ErrorKind::kInternal, "matmul_group: {} weights, {} outputs",
         ws.size(), outs.size());
   const Device d = placement("matmul_group", {&x, &ws[0]->w});
@@ -80,8 +81,9 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
       check_cuda_weight(*ws[i]);
     }
     require_f32("matmul_group", x);
-    STRATA_CUDA_DISPATCH("matmul", d, cuda::matmul_group(x, ws, outs));
+    STRATA_CUDA_DISPATCH("matmul", d, cuda::matmul_group(x, ws, outs, feed, glu_feed));
   }
+  MatmulFeed::none(glu_feed);
   for (size_t i = 0; i < ws.size(); ++i) matmul(x, *ws[i], outs[i]);
 }
 
@@ -93,16 +95,18 @@ void add_bias(const Tensor& x, const Tensor& bias) {
   cpu::add_bias(x, bias);
 }
 
-void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out) {
+void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out,
+              MatmulFeed* feed) {
   const Device d = placement("rms_norm", {&x, &w, &out});
   check(w.numel() == x.dim(-1) && out.numel() == x.numel(), ErrorKind::kInternal,
         "rms_norm: x {} w {} out {}", x.shape.str(), w.shape.str(), out.shape.str());
-  STRATA_CUDA_DISPATCH("rms_norm", d, cuda::rms_norm(x, w, eps, one_plus_w, out));
+  STRATA_CUDA_DISPATCH("rms_norm", d, cuda::rms_norm(x, w, eps, one_plus_w, out, feed));
+  MatmulFeed::none(feed);
   cpu::rms_norm(x, w, eps, one_plus_w, out);
 }
 
 void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, bool one_plus_w,
-                  const Tensor& out) {
+                  const Tensor& out, MatmulFeed* feed) {
   const Device d = placement("add_rms_norm", {&x, &delta, &w, &out});
   detail::require_f32("add_rms_norm", {&x, &delta, &w, &out});
   const int64_t D = w.numel();
@@ -110,7 +114,9 @@ void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float e
             out.dim(0) <= x.dim(0) && out.data != x.data,
         ErrorKind::kInternal, "add_rms_norm: x {} delta {} w {} out {}", x.shape.str(), delta.shape.str(),
         w.shape.str(), out.shape.str());
-  STRATA_CUDA_DISPATCH("add_rms_norm", d, cuda::add_rms_norm(x, delta, w, eps, one_plus_w, out));
+  STRATA_CUDA_DISPATCH("add_rms_norm", d,
+                       cuda::add_rms_norm(x, delta, w, eps, one_plus_w, out, feed));
+  MatmulFeed::none(feed);
   cpu::add_rms_norm(x, delta, w, eps, one_plus_w, out);
 }
 
@@ -179,7 +185,8 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
   cpu::attention(q, k_cache, v_cache, pos, scale, window, out);
 }
 
-void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act, const Tensor& out) {
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act,
+                     const Tensor& out, const MatmulFeed* feed) {
   const Device d = placement("silu_mul_matmul", {&gate, &up, &act, &w.w, &out});
   require_f32("silu_mul_matmul", out);
   check(gate.shape == up.shape && act.numel() == up.numel() && up.dim(-1) == w.cols() && out.dim(-1) == w.rows() &&
@@ -187,7 +194,7 @@ void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, cons
         ErrorKind::kInternal, "silu_mul_matmul: gate {} up {} act {} · w [{}, {}] -> out {}", gate.shape.str(),
         up.shape.str(), act.shape.str(), w.rows(), w.cols(), out.shape.str());
   if (d == Device::kCuda) check_cuda_weight(w);
-  STRATA_CUDA_DISPATCH("silu_mul_matmul", d, cuda::silu_mul_matmul(gate, up, w, act, out));
+  STRATA_CUDA_DISPATCH("silu_mul_matmul", d, cuda::silu_mul_matmul(gate, up, w, act, out, feed));
   cpu::silu_mul(gate, up, act);
   cpu::matmul(act, w, out);
 }
@@ -264,11 +271,12 @@ void zero(const Tensor& x) {
   std::memset(x.data, 0, x.nbytes());
 }
 
-void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) {
+void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out, MatmulFeed* feed) {
   const Device d = placement("sigmoid_mul", {&x, &gate, &out});
   check(x.numel() == gate.numel() && x.numel() == out.numel(), ErrorKind::kInternal, "sigmoid_mul: shapes {} {} {}",
         x.shape.str(), gate.shape.str(), out.shape.str());
-  STRATA_CUDA_DISPATCH("sigmoid_mul", d, cuda::sigmoid_mul(x, gate, out));
+  STRATA_CUDA_DISPATCH("sigmoid_mul", d, cuda::sigmoid_mul(x, gate, out, feed));
+  MatmulFeed::none(feed);
   cpu::sigmoid_mul(x, gate, out);
 }
 

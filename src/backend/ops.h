@@ -19,25 +19,57 @@ namespace strata::backend {
 // out: [T, cols].
 void embedding(const Weight& table, const Tensor& ids, const Tensor& out);
 
-// out = x · wᵀ (x: [T, K], w: [N, K], out: [T, N]), float or quantized w.
-void matmul(const Tensor& x, const Weight& w, const Tensor& out);
+// A decode matmul's input, handed over in the form the device's matmul consumes. The CUDA decode
+// matmul (one activation row, MLX 4/8-bit weights) turns its F32 input into integer limbs and
+// per-run scales in every block before it multiplies. An op given a feed writes that form once,
+// beside its F32 output, and a matmul given the same feed copies it instead of converting.
+// Nothing else changes: the F32 output is written as before, and the matmul's result is the same
+// bit for bit. A feed serves one producer and the matmuls after it that read its output:
+//   MatmulFeed feed{&w};  add_rms_norm(x, delta, norm, eps, false, h, &feed);  matmul(h, w, out,
+//   &feed);
+// `weight` is the matmul the output feeds; its bits, group size and input width fix the form.
+// The producer records in `source` the output it wrote the form for, or null where it wrote none
+// (the CPU, more than one row, a weight the decode matmul does not take), and a matmul uses the
+// form only when `source` is its own input. Two feeds alive at once (an op that consumes one
+// and produces another) take different slots (0 or 1).
+struct MatmulFeed {
+  const Weight* weight = nullptr;
+  int slot = 0;
+  const void* source = nullptr;  // set by the producer
+  void* form = nullptr;          // device memory of the form, set by the producer
+
+  // What a producer that writes no form records (null is allowed: no feed).
+  static void none(MatmulFeed* feed) {
+    if (feed != nullptr) feed->source = nullptr, feed->form = nullptr;
+  }
+};
+
+// out = x · wᵀ (x: [T, K], w: [N, K], out: [T, N]), float or quantized w. `feed`: x's form, where
+// the op that wrote x prepared it (see MatmulFeed).
+void matmul(const Tensor& x, const Weight& w, const Tensor& out, const MatmulFeed* feed = nullptr);
 
 // outs[i] = x · ws[i]ᵀ for weights that share the input (q/k/v, gate/up, the GDN input
 // projections): one launch where the device can fuse them (decode on CUDA), else one each.
-void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs);
+// `feed`: x's form, as for matmul. `glu_feed`: for gate and up (two weights of equal rows), a feed
+// of SiLU(outs[0]) ⊙ outs[1] for the down projection (silu_mul_matmul); its source is outs[1].
+void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs,
+                  const MatmulFeed* feed = nullptr, MatmulFeed* glu_feed = nullptr);
 
 // x[t, :] += bias (bias: [N]).
 void add_bias(const Tensor& x, const Tensor& bias);
 
 // out = x / sqrt(mean(x²) + eps) · (w or 1 + w), per row of the last dimension (w: [D]).
 // x and out are [rows, D]; in place is allowed.
-void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);
+// `feed`: out's form for the matmul it feeds (see MatmulFeed).
+void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out,
+              MatmulFeed* feed = nullptr);
 
 // x += delta (every row), then out = rms_norm(x) of the last out.dim(0) rows of x: all of them
 // (the residual add before a layer's norm), or only the last (the final norm when only the last
 // token's logits are wanted). x, delta: [rows, D]; out: [R, D], R ≤ rows, not x.
+// `feed`: out's form for the matmul it feeds (see MatmulFeed).
 void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, bool one_plus_w,
-                  const Tensor& out);
+                  const Tensor& out, MatmulFeed* feed = nullptr);
 
 // Rotary position embedding, in place on x: [T, heads, head_dim]; the first rotary_dim dims of each
 // head rotate. neox: pairs (i, i + rotary_dim/2) ("rotate half"); otherwise adjacent pairs
@@ -83,8 +115,10 @@ void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 
 // out = (SiLU(gate) ⊙ up) · wᵀ: the MLP's down projection with its activation, one launch where the
 // device can form the product as it reads it (CUDA decode). gate, up, act: [T, K]; act is scratch
-// that holds the product where it is formed separately; out: [T, N].
-void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act, const Tensor& out);
+// that holds the product where it is formed separately; out: [T, N]. `feed`: the product's form,
+// from the gate/up matmul_group's glu_feed.
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act,
+                     const Tensor& out, const MatmulFeed* feed = nullptr);
 
 // a += b, elementwise.
 void add(const Tensor& a, const Tensor& b);
@@ -112,8 +146,10 @@ void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const
 // x = 0.
 void zero(const Tensor& x);
 
-// out = x ⊙ sigmoid(gate), elementwise (in place on x is allowed).
-void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out);
+// out = x ⊙ sigmoid(gate), elementwise (in place on x is allowed). `feed`: out's form for the
+// matmul it feeds (see MatmulFeed).
+void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out,
+                 MatmulFeed* feed = nullptr);
 
 // Splits each row of x ([rows, Σ widths]) into consecutive column blocks: outs[i] is [rows, width_i].
 void split_columns(const Tensor& x, std::span<const Tensor> outs);

@@ -92,13 +92,15 @@ class DenseModel final : public Model {
 
     ops::embedding(embed_, step.ids, x);
     // Each residual add (x += proj) runs inside the RMSNorm that follows it: the FFN's, the next
-    // layer's, or the final one.
-    ops::rms_norm(x, layers_.front().input_norm, eps, false, h);
+    // layer's, or the final one. Each norm hands its output to the matmul after it as a feed, and
+    // gate/up hand SiLU(gate) ⊙ up to the down projection (slot 1: h's feed is still alive then).
+    ops::MatmulFeed qkv_feed{&layers_.front().q};
+    ops::rms_norm(x, layers_.front().input_norm, eps, false, h, &qkv_feed);
     for (int64_t l = 0; l < config_.num_layers; ++l) {
       const Layer& L = layers_[l];
       const backend::Weight* qkv[] = {&L.q, &L.k, &L.v};
       const Tensor qkv_out[] = {q2, k2, v2};
-      ops::matmul_group(h, qkv, qkv_out);
+      ops::matmul_group(h, qkv, qkv_out, &qkv_feed);
       if (L.q_bias) ops::add_bias(q2, *L.q_bias);
       if (L.k_bias) ops::add_bias(k2, *L.k_bias);
       if (L.v_bias) ops::add_bias(v2, *L.v_bias);
@@ -110,17 +112,22 @@ class DenseModel final : public Model {
       ops::attention(q, k_cache, v_cache, step.positions, step.kv_bound, scale, config_.sliding_window,
                      attn.reshaped({T, Hq, D}));
       ops::matmul(attn, L.o, proj);
-      ops::add_rms_norm(x, proj, L.post_norm, eps, false, h);
+      ops::MatmulFeed gate_feed{&L.gate}, act_feed{&L.down, 1};
+      ops::add_rms_norm(x, proj, L.post_norm, eps, false, h, &gate_feed);
       const backend::Weight* gate_up[] = {&L.gate, &L.up};
       const Tensor gate_up_out[] = {gate, up};
-      ops::matmul_group(h, gate_up, gate_up_out);
-      ops::silu_mul_matmul(gate, up, L.down, act, proj);
-      if (l + 1 < config_.num_layers) ops::add_rms_norm(x, proj, layers_[l + 1].input_norm, eps, false, h);
+      ops::matmul_group(h, gate_up, gate_up_out, &gate_feed, &act_feed);
+      ops::silu_mul_matmul(gate, up, L.down, act, proj, &act_feed);
+      if (l + 1 < config_.num_layers) {
+        qkv_feed = ops::MatmulFeed{&layers_[l + 1].q};
+        ops::add_rms_norm(x, proj, layers_[l + 1].input_norm, eps, false, h, &qkv_feed);
+      }
     }
     // Every row of x gets the last add; only the last row is normed when only its logits are wanted.
     const Tensor normed = all_logits ? h : s.get(kLast, {1, H});
-    ops::add_rms_norm(x, proj, final_norm_, eps, false, normed);
-    ops::matmul(normed, lm_head_, step.logits);
+    ops::MatmulFeed head_feed{&lm_head_};
+    ops::add_rms_norm(x, proj, final_norm_, eps, false, normed, &head_feed);
+    ops::matmul(normed, lm_head_, step.logits, &head_feed);
   }
 
   void load() {

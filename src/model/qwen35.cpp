@@ -148,29 +148,41 @@ class Qwen35Model final : public Model {
     Tensor x = s_.get(kX, {T, H}), h = s_.get(kH, {T, H}), proj = s_.get(kProj, {T, H});
     ops::embedding(embed_, step.ids, x);
     // Each residual add (x += proj) runs inside the RMSNorm that follows it: the FFN's, the next
-    // layer's, or the final one.
-    ops::rms_norm(x, layers_.front().input_norm, eps_, layout_.one_plus_norm, h);
+    // layer's, or the final one. Each norm hands its output to the matmul after it as a feed.
+    ops::MatmulFeed mixer_feed{first_weight(layers_.front())};
+    ops::rms_norm(x, layers_.front().input_norm, eps_, layout_.one_plus_norm, h, &mixer_feed);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& L = layers_[l];
       if (L.kind == LayerKind::kFullAttention) {
-        attention(L, h, state, step, proj);
+        attention(L, h, state, step, proj, mixer_feed);
       } else {
-        linear_attention(L, h, state, proj);
+        linear_attention(L, h, state, proj, mixer_feed);
       }
-      ops::add_rms_norm(x, proj, L.post_norm, eps_, layout_.one_plus_norm, h);
-      ffn(L.ffn, h, proj);
-      if (l + 1 < layers_.size())
-        ops::add_rms_norm(x, proj, layers_[l + 1].input_norm, eps_, layout_.one_plus_norm, h);
+      ops::MatmulFeed ffn_feed{L.ffn.moe ? nullptr : &L.ffn.gate};
+      ops::add_rms_norm(x, proj, L.post_norm, eps_, layout_.one_plus_norm, h, &ffn_feed);
+      ffn(L.ffn, h, proj, ffn_feed);
+      if (l + 1 < layers_.size()) {
+        mixer_feed = ops::MatmulFeed{first_weight(layers_[l + 1])};
+        ops::add_rms_norm(x, proj, layers_[l + 1].input_norm, eps_, layout_.one_plus_norm, h,
+                          &mixer_feed);
+      }
     }
     // Every row of x gets the last add; only the last row is normed when only its logits are wanted.
     const Tensor normed = all_logits ? h : s_.get(kLast, {1, H});
-    ops::add_rms_norm(x, proj, final_norm_, eps_, layout_.one_plus_norm, normed);
-    ops::matmul(normed, lm_head_, step.logits);
+    ops::MatmulFeed head_feed{&lm_head_};
+    ops::add_rms_norm(x, proj, final_norm_, eps_, layout_.one_plus_norm, normed, &head_feed);
+    ops::matmul(normed, lm_head_, step.logits, &head_feed);
+  }
+
+  // The first matmul of a layer's mixer: the one its input norm feeds.
+  static const Weight* first_weight(const Layer& L) {
+    return L.kind == LayerKind::kFullAttention ? &L.attn.q : &L.linear.qkv;
   }
 
   // Gated attention (§1.4): q and its output gate interleaved per head in q_proj, q/k norm, partial
   // NeoX RoPE, causal GQA, o ⊙ sigmoid(gate).
-  void attention(const Layer& L, const Tensor& h, ModelState& state, const Step& step, const Tensor& out) {
+  void attention(const Layer& L, const Tensor& h, ModelState& state, const Step& step,
+                 const Tensor& out, const ops::MatmulFeed& feed) {
     const int64_t T = h.dim(0), Hq = config_.num_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
     const AttentionMixer& A = L.attn;
     Tensor p = s_.get(kAttnP, {T, Hq * 2 * D});
@@ -179,7 +191,7 @@ class Qwen35Model final : public Model {
     Tensor o = s_.get(kAttnOut, {T, Hq * D});
     const Weight* qkv[] = {&A.q, &A.k, &A.v};
     const Tensor qkv_out[] = {p, k, v};
-    ops::matmul_group(h, qkv, qkv_out);
+    ops::matmul_group(h, qkv, qkv_out, &feed);
     const Tensor& k_cache = state.buffers[L.state].tensor.view();
     const Tensor& v_cache = state.buffers[L.state + 1].tensor.view();
     const ops::QkNorm norm{A.q_norm, A.k_norm, eps_, layout_.one_plus_norm};
@@ -188,13 +200,15 @@ class Qwen35Model final : public Model {
     ops::attention(q.reshaped({T, Hq, D}), k_cache, v_cache, step.positions, step.kv_bound,
                    1.0f / std::sqrt(static_cast<float>(D)), 0,
                    o.reshaped({T, Hq, D}));
-    ops::sigmoid_mul(o, gate.reshaped({T, Hq * D}), o);
-    ops::matmul(o, A.o, out);
+    ops::MatmulFeed o_feed{&A.o};
+    ops::sigmoid_mul(o, gate.reshaped({T, Hq * D}), o, &o_feed);
+    ops::matmul(o, A.o, out, &o_feed);
   }
 
   // Gated DeltaNet (§1.5): projections, then one op for the core (causal conv + SiLU, L2-normalised
   // q/k and the gates, the delta rule on the fp32 state, gated RMSNorm × SiLU(z)), out projection.
-  void linear_attention(const Layer& L, const Tensor& h, ModelState& state, const Tensor& out) {
+  void linear_attention(const Layer& L, const Tensor& h, ModelState& state, const Tensor& out,
+                        const ops::MatmulFeed& feed) {
     const LinearAttentionConfig& c = config_.linear;
     const int64_t T = h.dim(0), Ck = c.key_heads * c.key_dim, Cv = c.value_heads * c.value_dim;
     const LinearMixer& M = L.linear;
@@ -205,7 +219,7 @@ class Qwen35Model final : public Model {
     Tensor o = s_.get(kLinO, {T, Cv}), y = s_.get(kLinY, {T, Cv});
     const Weight* in[] = {&M.qkv, &M.z, &M.b, &M.a};
     const Tensor in_out[] = {cq, z, b, a};
-    ops::matmul_group(h, in, in_out);
+    ops::matmul_group(h, in, in_out, &feed);
     ops::GdnCore core{.qkv = cq,
                       .z = z,
                       .a = a,
@@ -226,14 +240,16 @@ class Qwen35Model final : public Model {
                       .q_scale = 1.0f / std::sqrt(static_cast<float>(c.key_dim)),
                       .norm_eps = eps_,
                       .form = T <= kRecurrentMaxTokens ? ops::DeltaRuleForm::kRecurrent : ops::DeltaRuleForm::kChunked};
-    ops::gdn_core(core, y);
-    ops::matmul(y, M.out, out);
+    ops::MatmulFeed y_feed{&M.out};
+    ops::gdn_core(core, y, &y_feed);
+    ops::matmul(y, M.out, out, &y_feed);
   }
 
-  void ffn(const Ffn& F, const Tensor& h, const Tensor& out) {
+  // feed: h's, for the dense MLP's gate/up.
+  void ffn(const Ffn& F, const Tensor& h, const Tensor& out, const ops::MatmulFeed& feed) {
     const int64_t T = h.dim(0);
     if (!F.moe) {
-      swiglu(F.gate, F.up, F.down, h, out);
+      swiglu(F.gate, F.up, F.down, h, out, &feed);
       return;
     }
     // Router (fp32 softmax, top-k); the experts take their routing from its output where it lies,
@@ -254,14 +270,17 @@ class Qwen35Model final : public Model {
     }
   }
 
-  // out = down(SiLU(gate · x) ⊙ (up · x)).
-  void swiglu(const Weight& gate, const Weight& up, const Weight& down, const Tensor& x, const Tensor& out) {
+  // out = down(SiLU(gate · x) ⊙ (up · x)); x_feed: x's, where its producer wrote one. The product
+  // reaches the down projection as a feed of its own (slot 1: x's may still be alive).
+  void swiglu(const Weight& gate, const Weight& up, const Weight& down, const Tensor& x,
+              const Tensor& out, const ops::MatmulFeed* x_feed = nullptr) {
     const int64_t T = x.dim(0), I = gate.rows();
     Tensor g = s_.get(kFfnGate, {T, I}), u = s_.get(kFfnUp, {T, I}), act = s_.get(kFfnAct, {T, I});
     const Weight* gate_up[] = {&gate, &up};
     const Tensor gate_up_out[] = {g, u};
-    ops::matmul_group(x, gate_up, gate_up_out);
-    ops::silu_mul_matmul(g, u, down, act, out);
+    ops::MatmulFeed act_feed{&down, 1};
+    ops::matmul_group(x, gate_up, gate_up_out, x_feed, &act_feed);
+    ops::silu_mul_matmul(g, u, down, act, out, &act_feed);
   }
 
   // ---- loading ----

@@ -89,21 +89,37 @@ void fill_zero(void* dst, size_t nbytes);
 // Scratch memory an op may use during one call: `slot` names the user (one per op family), and the
 // memory grows on demand. Growing frees the old block, so it must not happen while a graph that
 // uses the slot is alive or being captured: callers run each shape eagerly once before capture,
-// and workspace_generation() changes whenever any slot grows (graph caches compare it).
-enum class WorkspaceSlot { kMatmul, kMatmulB, kMatmulX, kAttention, kDeltaRule, kMoeAct, kSample, kCount };
+// and workspace_generation() changes whenever any slot grows (graph caches compare it). A grown
+// block reads as zeros.
+enum class WorkspaceSlot {
+  kMatmul,
+  kMatmulB,
+  kMatmulX,
+  kFeed0,  // the forms of MatmulFeed slots 0 and 1 (feed.h)
+  kFeed1,
+  kFeedCounts,  // the gate/up matmul's arrivals per run of a SiLU(gate) ⊙ up feed
+  kAttention,
+  kDeltaRule,
+  kMoeAct,
+  kSample,
+  kCount
+};
 void* workspace(WorkspaceSlot slot, size_t bytes);
 uint64_t workspace_generation();
 
 // ---- ops (contracts in backend/ops.h, gdn.h and moe.h; tensors already checked there) ----
 
 void embedding(const Weight& table, const Tensor& ids, const Tensor& out);
-void matmul(const Tensor& x, const Weight& w, const Tensor& out);
-void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs);
-void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act, const Tensor& out);
+void matmul(const Tensor& x, const Weight& w, const Tensor& out, const MatmulFeed* feed = nullptr);
+void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs,
+                  const MatmulFeed* feed = nullptr, MatmulFeed* glu_feed = nullptr);
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act,
+                     const Tensor& out, const MatmulFeed* feed = nullptr);
 void add_bias(const Tensor& x, const Tensor& bias);
-void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out,
+              MatmulFeed* feed = nullptr);
 void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, bool one_plus_w,
-                  const Tensor& out);
+                  const Tensor& out, MatmulFeed* feed = nullptr);
 void rope(const Tensor& x, const Tensor& positions, const RopeParams& params);
 void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
                         const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
@@ -113,7 +129,8 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
 void store_rows(const Tensor& src, const Tensor& positions, const Tensor& dst);
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Tensor& a, const Tensor& b);
-void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out);
+void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out,
+                 MatmulFeed* feed = nullptr);
 void split_columns(const Tensor& x, std::span<const Tensor> outs);
 void argmax(const Tensor& x, const Tensor& out);
 void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out);
@@ -130,7 +147,7 @@ void gdn_prepare(const Tensor& qkv, const Tensor& conv_weight, const Tensor& win
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                       const Tensor& state, const Tensor& out, DeltaRuleForm form);
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);
-void gdn_core(const GdnCore& core, const Tensor& y);
+void gdn_core(const GdnCore& core, const Tensor& y, MatmulFeed* feed = nullptr);
 
 void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights,
                   bool shared_last);

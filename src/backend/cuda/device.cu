@@ -160,6 +160,7 @@ void* workspace(WorkspaceSlot slot, size_t bytes) {
     // The old block may still be read by queued kernels.
     synchronize();
     b = DeviceBuffer(bytes + bytes / 4);
+    fill_zero(b.data(), b.size());
     ++g_workspace_generation;
   }
   return b.data();

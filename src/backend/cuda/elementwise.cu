@@ -10,6 +10,7 @@
 #include "backend/cuda/activations.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/feed.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/row_copy.h"
 #include "backend/cuda/scale_type.h"
@@ -233,6 +234,30 @@ __global__ void binary_kernel(const float* a, const float* b, float* out, int64_
     done = n4 * 4;
   }
   for (int64_t i = done + tid; i < n; i += stride) out[i] = op(a[i], b[i]);
+}
+
+// binary_kernel's op over one row of n values (16-byte aligned) that also writes the row's form for
+// the matmul it feeds (feed.h): thread τ of the grid takes task τ, 8 values, as the form lies.
+template <typename Op, int kBits, int kFolds>
+__global__ void binary_feed_kernel(const float* a, const float* b, float* out, int64_t n,
+                                   uint4* form) {
+  wait_for_inputs();
+  const Op op;
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool active = u < n / 8;
+  float v[8] = {};
+  if (active) {
+    const float4* ap = reinterpret_cast<const float4*>(a) + 2 * u;
+    const float4* bp = reinterpret_cast<const float4*>(b) + 2 * u;
+    const float4 x0 = ap[0], x1 = ap[1], y0 = bp[0], y1 = bp[1];
+    const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    const float ys[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = op(xs[i], ys[i]);
+    float4* o = reinterpret_cast<float4*>(out) + 2 * u;
+    o[0] = make_float4(v[0], v[1], v[2], v[3]), o[1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
+  write_form<kBits, kFolds>(v, u, active, form, n);
 }
 
 template <typename Op>
@@ -572,9 +597,22 @@ void add(const Tensor& a, const Tensor& b) {
   launch_binary<Add>(a.as<const float>(), b.as<const float>(), a.as<float>(), a.numel());
 }
 
-void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) {
-  launch_binary<SigmoidMul>(x.as<const float>(), gate.as<const float>(), out.as<float>(),
-                            x.numel());
+void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out, MatmulFeed* feed) {
+  const int64_t n = x.numel();
+  const bool fits = aligned(x.data, 16) && aligned(gate.data, 16) && aligned(out.data, 16);
+  const int64_t K = out.rank() > 0 ? out.dim(-1) : 1;
+  const FeedForm form = begin_feed(feed, out.data, K > 0 ? n / K : 0, K,
+                                   fits && feeds_enabled(FeedKind::kSigmoidMul));
+  if (form.data != nullptr) {
+    // One row: n is the matmul's K, whole 128-byte tiles, so n / 8 tasks fill whole warps but for
+    // half of one at 8 bits, whose lanes hold zeros.
+    with_form_format(form, [&](auto bits, auto folds) {
+      launch(binary_feed_kernel<SigmoidMul, bits.value, folds.value>, blocks_for(n / 8), kThreads,
+             0, x.as<const float>(), gate.as<const float>(), out.as<float>(), n, form.data);
+    });
+    return;
+  }
+  launch_binary<SigmoidMul>(x.as<const float>(), gate.as<const float>(), out.as<float>(), n);
 }
 
 void split_columns(const Tensor& x, std::span<const Tensor> outs) {

@@ -27,6 +27,7 @@
 #include "backend/cuda/cluster.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/feed.h"
 #include "backend/cuda/gdn_common.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/warp.h"
@@ -60,6 +61,8 @@ struct CoreParams {
   float* window;
   float* state;
   float* y;
+  uint4* form;  // y's form for the out projection (feed.h), or null
+  int form_bits, form_folds;
   int Hk, Hv, dv, K, split;
   float l2_eps, q_scale, norm_eps;
 };
@@ -106,6 +109,31 @@ struct ChannelConv {
         window[t * C + col] = t + 1 < K - 1 ? win[t + 1 < kMaxConvK - 1 ? t + 1 : 0] : cur;
   }
 };
+
+// The form of the block's rows of y (feed.h): its rows are whole runs of the out projection's form
+// (gdn_core checks), so the block writes them alone. Each row's value goes through shared memory
+// (`ys`, rows floats) to the lane that takes its task of 8.
+__device__ void write_rows_form(const CoreParams& p, float y, int j, int part, int rows,
+                                float* ys) {
+  const int kG = blockDim.x / rows;
+  if (threadIdx.x % kG == 0) ys[threadIdx.x / kG] = y;
+  __syncthreads();
+  const int tasks = rows / 8, t = static_cast<int>(threadIdx.x);
+  if (t >= (tasks + 31) / 32 * 32) return;  // whole warps
+  const bool active = t < tasks;
+  float v[8] = {};
+  if (active)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = ys[8 * t + e];
+  const int64_t u = (int64_t{j} * p.dv + int64_t{part} * rows) / 8 + t, K = int64_t{p.Hv} * p.dv;
+  if (p.form_bits == 8) {
+    write_form<8, 1>(v, u, active, p.form, K);
+  } else if (p.form_folds == 2) {
+    write_form<4, 2>(v, u, active, p.form, K);
+  } else {
+    write_form<4, 1>(v, u, active, p.form, K);
+  }
+}
 
 // A relaxed arrival at the cluster barrier once `read` is in hand: a value computed from the loads
 // that must be done first, so the arrival waits for those and not for the other loads in flight
@@ -224,7 +252,10 @@ __global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const 
   float head_squares = 0.0f;
   for (int h = 0; h < s; ++h) head_squares += sums[kCoreMaxWarps + h];
   const float inv = 1.0f / sqrtf(head_squares / static_cast<float>(p.dv) + p.norm_eps);
-  if (gl == 0) p.y[int64_t{j} * p.dv + i] = o * inv * norm_w * silu(z);
+  const float y = o * inv * norm_w * silu(z);
+  if (gl == 0) p.y[int64_t{j} * p.dv + i] = y;
+  if (p.form != nullptr)
+    write_rows_form(p, y, j, part, rows, sums + kCoreMaxWarps + kCoreMaxCluster);
 #else
   __trap();  // never launched below sm_90: gdn_core checks clusters_supported()
 #endif
@@ -238,8 +269,9 @@ CoreShape core_shape(int dk, int r, int dv, int s) {
   if (cluster > kCoreMaxCluster || dv % s != 0) return {};  // s ≤ cluster: the Σo² slots fit
   const int rows = dv / s, threads = rows * lanes;
   if (threads % 32 != 0 || threads > kCoreMaxThreads || 2 * dk > kCoreMaxQk * threads) return {};
-  return {s, cluster, threads,
-          sizeof(float) * static_cast<size_t>(2 * dk + rows + kCoreMaxWarps + kCoreMaxCluster)};
+  return {
+      s, cluster, threads,
+      sizeof(float) * static_cast<size_t>(2 * dk + rows + kCoreMaxWarps + kCoreMaxCluster + rows)};
 }
 
 // Each value head's rows split in two where that fits, else whole; STRATA_GDN_SPLIT (1, 2, 4 or 8)
@@ -267,7 +299,7 @@ void launch_core(const CoreParams& p, const CoreShape& shape) {
 
 }  // namespace
 
-void gdn_core(const GdnCore& c, const Tensor& y) {
+void gdn_core(const GdnCore& c, const Tensor& y, MatmulFeed* feed) {
   const int64_t T = c.qkv.dim(0), Hk = c.q.dim(1), dk = c.q.dim(2), Hv = c.v.dim(1),
                 dv = c.v.dim(2);
   const int64_t K = c.conv_weight.dim(1);
@@ -276,6 +308,11 @@ void gdn_core(const GdnCore& c, const Tensor& y) {
               reinterpret_cast<uintptr_t>(c.state.data) % 16 == 0
           ? choose_core_shape(static_cast<int>(dk), static_cast<int>(Hv / Hk), static_cast<int>(dv))
           : CoreShape{};
+  // A form of y where each block's rows are whole runs of it (64 values at 4 bits, 32 at 8).
+  const int run = feed != nullptr && feed->weight != nullptr && feed->weight->bits == 8 ? 32 : 64;
+  const FeedForm form = begin_feed(
+      feed, y.data, T, Hv * dv,
+      shape.cluster != 0 && (dv / shape.split) % run == 0 && feeds_enabled(FeedKind::kGdnCore));
   if (shape.cluster != 0) {
     const CoreParams p{c.qkv.as<const float>(),
                        c.z.as<const float>(),
@@ -288,6 +325,9 @@ void gdn_core(const GdnCore& c, const Tensor& y) {
                        c.window.as<float>(),
                        c.state.as<float>(),
                        y.as<float>(),
+                       form.data,
+                       form.bits,
+                       form.folds,
                        static_cast<int>(Hk),
                        static_cast<int>(Hv),
                        static_cast<int>(dv),

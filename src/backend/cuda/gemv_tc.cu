@@ -18,18 +18,21 @@
 // group's scale and bias. A step is 8 codes per row: one 32-bit word at 4 bits (low nibbles = codes
 // 0,2,4,6 in k-slots 4c..4c+3, high nibbles = codes 1,3,5,7 in 4c+16..4c+19), two words at 8 bits.
 //
-// Activations. x is converted into B-fragment order (two 16-byte vectors per step and run: {top, top,
-// low, low} and {mid, mid, 0, 0} limb words), with each run's 2^-e and activation sums beside it,
-// and each block holds all of it in shared memory. Up to K = kSeparateConversionMinK each block
-// converts x itself; from there a small launch converts it once into a workspace that the blocks
-// copy. The MLP's down projection forms SiLU(gate) ⊙ up as it converts (silu_mul_matmul), so that
-// product never takes a launch of its own.
+// Activations. x is converted into B-fragment order (two 16-byte vectors per step and run: {top,
+// top, low, low} and {mid, mid, 0, 0} limb words), with each run's 2^-e and activation sums beside
+// it, and each block holds all of it in shared memory. Where the op that wrote x handed it over in
+// this form (a feed, feed.h: the norms, the GDN core, the attention gate), the blocks copy it.
+// Otherwise, up to K = kSeparateConversionMinK each block converts x itself; from there a small
+// launch converts it once into a workspace that the blocks copy. The MLP's down projection forms
+// SiLU(gate) ⊙ up as it converts (silu_mul_matmul), so that product never takes a launch of its
+// own; at decode the gate/up launch writes the product's form itself (GluFeed), so the down
+// projection only copies.
 //
 // Work. The rows' m-tiles are split into one contiguous, nearly equal range per block, with as many
-// blocks as are resident at once, so every SM carries the same rows. A block's warps split each pass
-// of its range into row groups and k into interleaved slices; each warp loads the next tile's codes
-// while it multiplies the current one, and issues its first two tiles' loads before waiting on the
-// kernel before it (weights do not depend on it).
+// blocks as are resident at once, so every SM carries the same rows. A block's warps split each
+// pass of its range into row groups and k into interleaved slices; each warp loads the next tile's
+// codes while it multiplies the current one, and issues its first two tiles' loads before waiting
+// on the kernel before it (weights do not depend on it).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -43,6 +46,7 @@
 #include "backend/cuda/async_copy.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/feed.h"
 #include "backend/cuda/gemv_math.h"
 #include "backend/cuda/gemv_tc.h"
 #include "backend/cuda/launch.h"
@@ -157,14 +161,66 @@ struct TileLoads {
   uint32_t b[2][kFolds];
 };
 
+// The m-tiles of gate/up (two segments of N rows) that may write the down projection's input
+// form: SiLU(gate) ⊙ up over N activations (feed.h), in this launch's bits and group folds. Run r
+// of it (rows r·kRun.. of both) is complete once its 2·kRun/16 m-tiles are stored; each stores and
+// then counts itself at counts[r], and the last to arrive converts the run and resets its count.
+struct GluFeed {
+  uint4* form = nullptr;  // null: none
+  unsigned* counts = nullptr;
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  int64_t n = 0;
+};
+
+// A block's m-tile `m` of gate/up is stored: counts it in its run and, where it is the run's last,
+// converts the run into glu.form. Called by a whole warp after the block's barrier that follows the
+// stores (one warp per m-tile).
+template <int kBits, int kFolds>
+__device__ void arrive_glu_run(const GluFeed& glu, const WeightSegments& segs, unsigned m) {
+  using G = Geometry<kBits>;
+  const int lane = threadIdx.x % 32;
+  const WeightSegment& seg = unit_segment(segs, m);
+  const int64_t run = static_cast<int64_t>(m - seg.first_unit) * 16 / G::kRun;
+  unsigned last = 0;
+  if (lane == 0) {
+    // Release: the block's stores, ordered before this by its barrier. Acquire: the other m-tiles'
+    // stores, released by their counts.
+    unsigned before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(before)
+                 : "l"(glu.counts + run)
+                 : "memory");
+    last = before == 2 * G::kRun / 16 - 1;
+  }
+  if (!__shfl_sync(0xffffffffu, last, 0)) return;
+  __syncwarp();  // lane 0's acquire, for the warp's loads
+  if (lane == 0) glu.counts[run] = 0;
+  const bool active = lane < G::kSteps;
+  float v[8] = {};
+  if (active) {
+    const int64_t k0 = run * G::kRun + 8 * lane;
+    const float4 g0 = __ldcg(reinterpret_cast<const float4*>(glu.gate + k0));
+    const float4 g1 = __ldcg(reinterpret_cast<const float4*>(glu.gate + k0 + 4));
+    const float4 u0 = __ldcg(reinterpret_cast<const float4*>(glu.up + k0));
+    const float4 u1 = __ldcg(reinterpret_cast<const float4*>(glu.up + k0 + 4));
+    const float gv[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+    const float uv[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = swiglu(gv[i], uv[i]);  // as silu_mul_matmul's conversion
+  }
+  write_form<kBits, kFolds>(v, run * G::kSteps + lane, active, glu.form, glu.n);
+}
+
 // The matrices' m-tiles (16 rows; `tiles16` of them) are split into gridDim.x contiguous ranges of
 // nearly equal length, one per block, so every block carries the same rows give or take one m-tile.
 // A block takes its range in passes of row_warps m-tiles; its warps are row_warps row groups ×
 // k_warps slices of k: slice w takes k-tiles w, w + k_warps, ...
 template <int kBits, int kFolds, bool kGlu, bool kSeparate, typename S>
 __global__ void __launch_bounds__(32 * kMaxWarps, 2)
-    gemv_tc_kernel(const float* __restrict__ x, const float* __restrict__ gate, const uint4* __restrict__ converted,
-                   const WeightSegments segs, int64_t K, int group_shift, int row_warps, unsigned tiles16) {
+    gemv_tc_kernel(const float* __restrict__ x, const float* __restrict__ gate,
+                   const uint4* __restrict__ converted, const WeightSegments segs, int64_t K,
+                   int group_shift, int row_warps, unsigned tiles16, const GluFeed glu) {
   using G = Geometry<kBits>;
   constexpr int kFoldSteps = G::kSteps / kFolds;
   using Loads = TileLoads<kFolds>;
@@ -296,6 +352,10 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2)
     }
     __syncthreads();  // partial is rewritten in the next pass
   }
+  // The block's m-tiles are stored (the barrier above): each warp counts some of them in.
+  if (glu.form != nullptr)
+    for (unsigned m = first + warp; m < last; m += blockDim.x / 32)
+      arrive_glu_run<kBits, kFolds>(glu, segs, m);
 }
 
 // A launch's shape: m-tiles per pass (row_warps), the block's k slices, and the grid.
@@ -330,9 +390,11 @@ Shape choose_shape(unsigned tiles16, int64_t tiles, int resident_blocks) {
   return best;
 }
 
+// kSeparate: the blocks copy the activations' form, the feed's (`form`) or else one a small launch
+// converts first.
 template <int kBits, int kFolds, bool kGlu, bool kSeparate, typename S>
-void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x, const float* gate,
-                 int64_t K) {
+void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x,
+                 const float* gate, int64_t K, const uint4* form, const GluFeed& glu) {
   // Converted separately, the activations arrive with SiLU(gate) ⊙ up formed: one matmul kernel serves both.
   auto* kernel = gemv_tc_kernel<kBits, kFolds, kGlu && !kSeparate, kSeparate, S>;
   const size_t smem = shared_bytes<kBits>(K);
@@ -356,20 +418,27 @@ void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs
   const unsigned tiles16 = make_segments(ws, outs, 16, segs);
   const Shape shape = choose_shape(tiles16, tiles, known->second * sm_count());
   const int group_shift = __builtin_ctz(static_cast<unsigned>(ws[0]->group_size));
-  uint4* converted = nullptr;
+  const uint4* converted = form;
   if constexpr (kSeparate) {
-    using G = Geometry<kBits>;
-    converted = static_cast<uint4*>(
-        workspace(WorkspaceSlot::kMatmulX, static_cast<size_t>(tiles * (G::kTileVecs + 4)) * sizeof(uint4)));
-    const int64_t threads = K / 8;
-    launch(convert_kernel<kBits, kFolds, kGlu>, static_cast<unsigned>((threads + 127) / 128), 128, 0, x, gate, K,
-           converted);
+    if (converted == nullptr) {
+      auto* own = static_cast<uint4*>(workspace(WorkspaceSlot::kMatmulX, form_bytes(kBits, K)));
+      const int64_t threads = K / 8;
+      launch(convert_kernel<kBits, kFolds, kGlu>, static_cast<unsigned>((threads + 127) / 128), 128,
+             0, x, gate, K, own);
+      converted = own;
+    }
   }
-  launch(kernel, shape.grid, 32 * shape.row_warps * shape.k_warps, smem, x, gate, converted, segs, K, group_shift,
-         shape.row_warps, tiles16);
+  launch(kernel, shape.grid, 32 * shape.row_warps * shape.k_warps, smem, x, gate, converted, segs,
+         K, group_shift, shape.row_warps, tiles16, glu);
 }
 
 }  // namespace
+
+bool gemv_tc_glu_feed_ok(std::span<const Weight* const> ws, const Weight& down) {
+  return ws.size() == 2 && ws[0]->rows() == ws[1]->rows() && down.cols() == ws[0]->rows() &&
+         down.bits == ws[0]->bits && down.group_size == ws[0]->group_size &&
+         gemv_tc_supported(down);
+}
 
 bool gemv_tc_supported(const Weight& w) {
   if (!w.quantized() || (w.bits != 4 && w.bits != 8)) return false;
@@ -383,10 +452,20 @@ bool gemv_tc_supported(const Weight& w) {
   return st == DType::kF32 || st == DType::kBF16 || st == DType::kF16;
 }
 
-void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> ws, std::span<float* const> outs) {
+void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> ws,
+             std::span<float* const> outs, const uint4* form, const FeedForm& glu_form) {
   if (ws.empty() || ws.size() > static_cast<size_t>(kMaxSegments)) throw_internal_error("gemv_tc: 1 to 4 weights");
   const Weight& w0 = *ws[0];
   const int64_t K = w0.cols();
+  GluFeed glu;
+  if (glu_form.data != nullptr) {
+    // gate/up of this launch's format: gemv_tc_glu_feed_ok checked the shapes.
+    glu = GluFeed{
+        glu_form.data,
+        static_cast<unsigned*>(workspace(WorkspaceSlot::kFeedCounts,
+                                         sizeof(unsigned) * static_cast<size_t>(glu_form.K / 32))),
+        outs[0], outs[1], glu_form.K};
+  }
   with_scale_type(w0, [&](auto s) {
     using S = decltype(s);
     auto with_flag = [](bool v, auto f) {
@@ -398,9 +477,10 @@ void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> w
     };
     // The down projection's SiLU(gate) ⊙ up, or plain activations; converted in the blocks, or once.
     auto go = [&](auto bits, auto folds) {
-      with_flag(gate != nullptr, [&](auto glu) {
-        with_flag(K >= kSeparateConversionMinK, [&](auto separate) {
-          launch_gemv<bits.value, folds.value, glu.value, separate.value, S>(ws, outs, x, gate, K);
+      with_flag(gate != nullptr, [&](auto glu_in) {
+        with_flag(form != nullptr || K >= kSeparateConversionMinK, [&](auto separate) {
+          launch_gemv<bits.value, folds.value, glu_in.value, separate.value, S>(ws, outs, x, gate,
+                                                                                K, form, glu);
         });
       });
     };

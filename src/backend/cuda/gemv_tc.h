@@ -4,6 +4,7 @@
 
 #include <span>
 
+#include "backend/cuda/feed.h"
 #include "backend/weight.h"
 
 namespace strata::backend::cuda {
@@ -16,6 +17,15 @@ bool gemv_tc_supported(const Weight& w);
 // outs[i][n] = Σ_k x[k] · ws[i][n, k] for up to 4 weights of equal K, bits, group size and scale
 // dtype, in one launch (x: K floats on the device). With a gate (K floats), the activations are
 // SiLU(gate[k]) · x[k] instead, as silu_mul computes them.
-void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> ws, std::span<float* const> outs);
+// `form`: the activations' form from a feed (feed.h; gate is then ignored, the form has the product
+// in it), or null. `glu_form`: for gate and up, where gemv_tc_glu_feed_ok, the form of
+// SiLU(outs[0]) ⊙ outs[1] to write for the down projection (empty: none).
+void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> ws,
+             std::span<float* const> outs, const uint4* form = nullptr,
+             const FeedForm& glu_form = {});
+
+// Whether gemv_tc over gate and up (ws) can write the input form of `down`: two weights of equal
+// rows, down's input that wide, of their bits and group size.
+bool gemv_tc_glu_feed_ok(std::span<const Weight* const> ws, const Weight& down);
 
 }  // namespace strata::backend::cuda

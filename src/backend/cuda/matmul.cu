@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/feed.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemv_tc.h"
 #include "backend/cuda/launch.h"
@@ -225,13 +226,15 @@ bool tensor_cores_enabled() {
 
 }  // namespace
 
-void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
+void matmul(const Tensor& x, const Weight& w, const Tensor& out, const MatmulFeed* feed) {
   const Weight* ws[1] = {&w};
   const Tensor outs[1] = {out};
-  cuda::matmul_group(x, ws, outs);
+  cuda::matmul_group(x, ws, outs, feed);
 }
 
-void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs) {
+void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs,
+                  const MatmulFeed* feed, MatmulFeed* glu_feed) {
+  MatmulFeed::none(glu_feed);  // until the tensor-core launch below writes it
   const int64_t K = ws[0]->cols();
   const int64_t rows = x.numel() / K;
   bool fusable = ws.size() <= kMaxSegments && ws[0]->quantized();
@@ -260,18 +263,24 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
   float* out_ptr[kMaxSegments];
   for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
   if (tensor_cores) {
-    gemv_tc(xs, nullptr, ws, std::span<float* const>(out_ptr, ws.size()));
+    const bool glu_ok = feeds_enabled(FeedKind::kGlu) && glu_feed != nullptr &&
+                        glu_feed->weight != nullptr && gemv_tc_glu_feed_ok(ws, *glu_feed->weight);
+    const FeedForm glu_form =
+        glu_ok ? begin_feed(glu_feed, outs[1].data, 1, ws[0]->rows()) : FeedForm{};
+    gemv_tc(xs, nullptr, ws, std::span<float* const>(out_ptr, ws.size()),
+            fed_form(feed, xs, *ws[0]), glu_form);
     return;
   }
   launch_affine(ws, std::span<float* const>(out_ptr, ws.size()), xs, static_cast<int>(rows), K);
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
-void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act, const Tensor& out) {
+void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act,
+                     const Tensor& out, const MatmulFeed* feed) {
   if (up.numel() == w.cols() && gemv_tc_supported(w) && tensor_cores_enabled()) {
     const Weight* ws[1] = {&w};
     float* outs[1] = {out.as<float>()};
-    gemv_tc(up.as<const float>(), gate.as<const float>(), ws, outs);
+    gemv_tc(up.as<const float>(), gate.as<const float>(), ws, outs, fed_form(feed, up.data, w));
     return;
   }
   silu_mul(gate, up, act);

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/feed.h"
 #include "backend/cuda/launch.h"
 
 namespace strata::backend::cuda {
@@ -134,19 +135,114 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// One row's norm, with the residual add first when delta is not null (x += delta), that also
+// writes the normed row's form for the matmul it feeds (feed.h). Thread τ takes the 8 values of
+// tasks τ, τ + blockDim.x, ... (kPer of them), as the form's tasks lie.
+template <int kBits, int kFolds, int kPer>
+__global__ void __launch_bounds__(kMaxThreads)
+    norm_feed_kernel(float* x, const float* delta, const float* w, float eps, bool one_plus_w,
+                     int64_t d, float* out, uint4* form) {
+  const int64_t tasks = d / 8;
+  float4 wv[kPer][2];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int64_t u = threadIdx.x + k * blockDim.x;
+    if (u >= tasks) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      wv[k][h] = reinterpret_cast<const float4*>(w)[2 * u + h];
+      if (one_plus_w)
+        wv[k][h].x += 1.0f, wv[k][h].y += 1.0f, wv[k][h].z += 1.0f, wv[k][h].w += 1.0f;
+    }
+  }
+  wait_for_inputs();
+  float4* xr = reinterpret_cast<float4*>(x);
+  float4 a[kPer][2];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int64_t u = threadIdx.x + k * blockDim.x;
+    if (u >= tasks) continue;
+    a[k][0] = xr[2 * u], a[k][1] = xr[2 * u + 1];
+    if (delta != nullptr) {
+      const float4* dr = reinterpret_cast<const float4*>(delta);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 b = dr[2 * u + h];
+        a[k][h].x += b.x, a[k][h].y += b.y, a[k][h].z += b.z, a[k][h].w += b.w;
+      }
+    }
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int64_t u = threadIdx.x + k * blockDim.x;
+    if (u >= tasks) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (delta != nullptr) xr[2 * u + h] = a[k][h];
+      ss += a[k][h].x * a[k][h].x + a[k][h].y * a[k][h].y + a[k][h].z * a[k][h].z +
+            a[k][h].w * a[k][h].w;
+    }
+  }
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(d) + eps);
+  float4* o = reinterpret_cast<float4*>(out);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int64_t u = threadIdx.x + k * blockDim.x;
+    const bool active = u < tasks;
+    float v[8] = {};
+    if (active) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 n = make_float4(a[k][h].x * inv * wv[k][h].x, a[k][h].y * inv * wv[k][h].y,
+                                     a[k][h].z * inv * wv[k][h].z, a[k][h].w * inv * wv[k][h].w);
+        o[2 * u + h] = n;
+        v[4 * h] = n.x, v[4 * h + 1] = n.y, v[4 * h + 2] = n.z, v[4 * h + 3] = n.w;
+      }
+    }
+    write_form<kBits, kFolds>(v, u, active, form, d);
+  }
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The norm of one row of d values with its feed's form (delta null: no residual add), where the
+// kernel takes the row: 16-byte aligned, at most two tasks of 8 values a thread. False: not
+// launched (the feed then records no form).
+bool launch_norm_feed(MatmulFeed* feed, float* x, const float* delta, const float* w, float eps,
+                      bool one_plus_w, int64_t d, float* out) {
+  const int64_t tasks = d / 8;
+  const bool fits = d % 8 == 0 && tasks <= 2 * kMaxThreads && aligned16(x) && aligned16(w) &&
+                    aligned16(out) && (delta == nullptr || aligned16(delta));
+  const FeedForm form = begin_feed(feed, out, 1, d, fits && feeds_enabled(FeedKind::kNorm));
+  if (form.data == nullptr) return false;
+  // Whole warps: the lanes past the last task hold zeros (an 8-bit K may end in half a warp).
+  const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (tasks + 31) / 32 * 32));
+  with_form_format(form, [&](auto bits, auto folds) {
+    if (tasks <= threads) {
+      launch(norm_feed_kernel<bits.value, folds.value, 1>, 1, threads, 0, x, delta, w, eps,
+             one_plus_w, d, out, form.data);
+    } else {
+      launch(norm_feed_kernel<bits.value, folds.value, 2>, 1, threads, 0, x, delta, w, eps,
+             one_plus_w, d, out, form.data);
+    }
+  });
+  return true;
+}
 
 }  // namespace
 
 void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, bool one_plus_w,
-                  const Tensor& out) {
+                  const Tensor& out, MatmulFeed* feed) {
   const int64_t d = w.numel();
   const int64_t rows = x.numel() / d, normed = out.numel() / d;
+  MatmulFeed::none(feed);
   if (rows == 0) return;
   float* px = x.as<float>();
   const float* pd = delta.as<const float>();
   const float* pw = w.as<const float>();
   float* po = out.as<float>();
+  if (rows == 1 && launch_norm_feed(feed, px, pd, pw, eps, one_plus_w, d, po)) return;
   const unsigned blocks = static_cast<unsigned>(rows);
   const bool vec = d % 4 == 0 && aligned16(px) && aligned16(pd) && aligned16(pw) && aligned16(po);
   const int64_t n4 = d / 4;
@@ -170,10 +266,16 @@ void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float e
   }
 }
 
-void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out) {
+void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out,
+              MatmulFeed* feed) {
   const int64_t d = w.numel();
   const int64_t rows = x.numel() / d;
+  MatmulFeed::none(feed);
   if (rows == 0) return;
+  // x is only read: the kernel writes x back only where it adds a delta.
+  if (rows == 1 && launch_norm_feed(feed, x.as<float>(), nullptr, w.as<const float>(), eps,
+                                    one_plus_w, d, out.as<float>()))
+    return;
   launch(rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, x.as<const float>(),
          w.as<const float>(), eps, one_plus_w, d, out.as<float>());
 }

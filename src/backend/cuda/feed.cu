@@ -1,0 +1,51 @@
+// Matmul feeds on CUDA: where a form lives and who may use it (feed.h).
+#include <cstdlib>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/feed.h"
+#include "backend/cuda/gemv_tc.h"
+
+namespace strata::backend::cuda {
+
+namespace {
+template <int kBits>
+size_t bytes_of(int64_t K) {
+  using G = gemv_math::Geometry<kBits>;
+  return static_cast<size_t>(K / G::kTileK * (G::kTileVecs + 4)) *
+         sizeof(uint4);  // B vectors, run info
+}
+}  // namespace
+
+size_t form_bytes(int bits, int64_t K) { return bits == 4 ? bytes_of<4>(K) : bytes_of<8>(K); }
+
+bool feeds_enabled(FeedKind kind) {
+  static const int mask = [] {
+    const char* e = std::getenv("STRATA_CUDA_FEEDS");
+    return e != nullptr ? std::atoi(e) : 15;
+  }();
+  return ((mask >> static_cast<int>(kind)) & 1) != 0;
+}
+
+FeedForm begin_feed(MatmulFeed* feed, const void* source, int64_t rows, int64_t K, bool extra_ok) {
+  if (feed == nullptr) return {};
+  MatmulFeed::none(feed);
+  const Weight* w = feed->weight;
+  if (w == nullptr || rows != 1 || w->cols() != K || !extra_ok || !gemv_tc_supported(*w)) return {};
+  const FeedForm form{
+      w->bits, w->bits == 4 && w->group_size == 32 ? 2 : 1, K,
+      static_cast<uint4*>(workspace(feed->slot == 0 ? WorkspaceSlot::kFeed0 : WorkspaceSlot::kFeed1,
+                                    form_bytes(w->bits, K)))};
+  feed->source = source;
+  feed->form = form.data;
+  return form;
+}
+
+const uint4* fed_form(const MatmulFeed* feed, const void* x, const Weight& w) {
+  if (feed == nullptr || feed->form == nullptr || feed->source != x || feed->weight == nullptr)
+    return nullptr;
+  const Weight& f = *feed->weight;
+  const bool same = f.bits == w.bits && f.group_size == w.group_size && f.cols() == w.cols();
+  return same ? static_cast<const uint4*>(feed->form) : nullptr;
+}
+
+}  // namespace strata::backend::cuda

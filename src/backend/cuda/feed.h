@@ -1,0 +1,76 @@
+// Matmul feeds on CUDA (MatmulFeed, backend/ops.h): the decode matmul's activations, converted by
+// the op that produces them. gemv_tc.cu converts its F32 input into limb B vectors and per-run
+// scales (gemv_math.h) in every block, after its wait for the kernel before it; a producer handed a
+// feed writes that form once, in the layout a block holds it in shared memory (the B vectors of
+// every k-tile, then a float4 of run info per run), and the matmul's blocks copy it.
+//
+// Measured on an H100 (2026-11-27, timing only: every decode matmul copying a form nobody wrote,
+// so that no block converted; `strata bench --shape S --bits 4 --prompt 512 --contexts 512`):
+// 9B 4-bit decode 421-422 → 442 tok/s, and 458 with the down projection's conversion launch gone
+// too; 0.8B 1516-1520 → 1695-1698; llama-3.1-8b 429 → 452-453 (466-468).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/gemv_math.h"
+#include "backend/ops.h"
+#include "backend/weight.h"
+
+namespace strata::backend::cuda {
+
+// The form a producer writes: its weight's bits and folds (runs of 64 four-bit codes in groups of
+// 32 fold twice), over K activations, at `data`; null data: no form.
+struct FeedForm {
+  int bits = 0, folds = 0;
+  int64_t K = 0;
+  uint4* data = nullptr;
+};
+
+// Bytes of the form of K activations for a weight of `bits`.
+size_t form_bytes(int bits, int64_t K);
+
+// For a producer about to write `rows` rows of K activations at `source`: the form to write as
+// well, recorded in the feed, or no form (recorded as none) where the decode matmul of the feed's
+// weight would not take one (more than one row, a K other than its input's, a weight gemv_tc does
+// not serve). `extra_ok` is the producer's own condition (a shape its kernel cannot write).
+FeedForm begin_feed(MatmulFeed* feed, const void* source, int64_t rows, int64_t K,
+                    bool extra_ok = true);
+
+// The producers, each of which STRATA_CUDA_FEEDS (a bit mask of 1 << kind, read once; default 15:
+// all) can turn off, to compare.
+enum class FeedKind { kNorm, kGlu, kGdnCore, kSigmoidMul };
+bool feeds_enabled(FeedKind kind);
+
+// The form a decode matmul of weight w (its group's first) finds for its input x: the feed's, when
+// its producer wrote one for x and for w's format; else null.
+const uint4* fed_form(const MatmulFeed* feed, const void* x, const Weight& w);
+
+#ifdef __CUDACC__
+// Task u of a form (activations 8u..8u+7, v; gemv_math::store_converted): every lane of the warp
+// calls it, the kSteps lanes of a run together; lanes with `active` false write nothing.
+template <int kBits, int kFolds>
+__device__ __forceinline__ void write_form(const float (&v)[8], int64_t u, bool active, uint4* form,
+                                           int64_t K) {
+  using G = gemv_math::Geometry<kBits>;
+  float4* info = reinterpret_cast<float4*>(form + K / G::kTileK * G::kTileVecs);
+  gemv_math::store_converted<kBits, kFolds>(v, u, active, form, info);
+}
+
+// f(bits, folds) with both as compile-time constants, for a form that is not empty.
+template <typename F>
+void with_form_format(const FeedForm& form, F&& f) {
+  if (form.bits == 8) {
+    f(std::integral_constant<int, 8>{}, std::integral_constant<int, 1>{});
+  } else if (form.folds == 2) {
+    f(std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{});
+  } else {
+    f(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{});
+  }
+}
+#endif
+
+}  // namespace strata::backend::cuda
