@@ -143,64 +143,59 @@ __global__ void __launch_bounds__(kMaxThreads)
     norm_feed_kernel(float* x, const float* delta, const float* w, float eps, bool one_plus_w,
                      int64_t d, float* out, uint4* form) {
   const int64_t tasks = d / 8;
-  float4 wv[kPer][2];
+  auto task = [&](int k) { return threadIdx.x + int64_t{k} * blockDim.x; };
+  // The 8 values of task u of a row, as two float4s.
+  auto load8 = [](const float* row, int64_t u, float4(&v)[2]) {
+    const float4* p = reinterpret_cast<const float4*>(row) + 2 * u;
+    v[0] = p[0], v[1] = p[1];
+  };
+  auto store8 = [](float* row, int64_t u, const float4(&v)[2]) {
+    float4* p = reinterpret_cast<float4*>(row) + 2 * u;
+    p[0] = v[0], p[1] = v[1];
+  };
+  float4 wv[kPer][2], a[kPer][2];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    const int64_t u = threadIdx.x + k * blockDim.x;
-    if (u >= tasks) continue;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      wv[k][h] = reinterpret_cast<const float4*>(w)[2 * u + h];
-      if (one_plus_w)
-        wv[k][h].x += 1.0f, wv[k][h].y += 1.0f, wv[k][h].z += 1.0f, wv[k][h].w += 1.0f;
-    }
+    if (task(k) >= tasks) continue;
+    load8(w, task(k), wv[k]);
+    if (one_plus_w)
+      for (float4& v : wv[k]) v.x += 1.0f, v.y += 1.0f, v.z += 1.0f, v.w += 1.0f;
   }
   wait_for_inputs();
-  float4* xr = reinterpret_cast<float4*>(x);
-  float4 a[kPer][2];
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    const int64_t u = threadIdx.x + k * blockDim.x;
-    if (u >= tasks) continue;
-    a[k][0] = xr[2 * u], a[k][1] = xr[2 * u + 1];
-    if (delta != nullptr) {
-      const float4* dr = reinterpret_cast<const float4*>(delta);
+    if (task(k) >= tasks) continue;
+    load8(x, task(k), a[k]);
+    if (delta == nullptr) continue;
+    float4 b[2];
+    load8(delta, task(k), b);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float4 b = dr[2 * u + h];
-        a[k][h].x += b.x, a[k][h].y += b.y, a[k][h].z += b.z, a[k][h].w += b.w;
-      }
-    }
+    for (int h = 0; h < 2; ++h)
+      a[k][h].x += b[h].x, a[k][h].y += b[h].y, a[k][h].z += b[h].z, a[k][h].w += b[h].w;
   }
   float ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    const int64_t u = threadIdx.x + k * blockDim.x;
-    if (u >= tasks) continue;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (delta != nullptr) xr[2 * u + h] = a[k][h];
-      ss += a[k][h].x * a[k][h].x + a[k][h].y * a[k][h].y + a[k][h].z * a[k][h].z +
-            a[k][h].w * a[k][h].w;
-    }
+    if (task(k) >= tasks) continue;
+    for (const float4& v : a[k]) ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    if (delta != nullptr) store8(x, task(k), a[k]);
   }
   const float inv = rsqrtf(block_sum(ss) / static_cast<float>(d) + eps);
-  float4* o = reinterpret_cast<float4*>(out);
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
-    const int64_t u = threadIdx.x + k * blockDim.x;
-    const bool active = u < tasks;
+    const bool active = task(k) < tasks;
     float v[8] = {};
     if (active) {
+      float4 n[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float4 n = make_float4(a[k][h].x * inv * wv[k][h].x, a[k][h].y * inv * wv[k][h].y,
-                                     a[k][h].z * inv * wv[k][h].z, a[k][h].w * inv * wv[k][h].w);
-        o[2 * u + h] = n;
-        v[4 * h] = n.x, v[4 * h + 1] = n.y, v[4 * h + 2] = n.z, v[4 * h + 3] = n.w;
+        n[h] = make_float4(a[k][h].x * inv * wv[k][h].x, a[k][h].y * inv * wv[k][h].y,
+                           a[k][h].z * inv * wv[k][h].z, a[k][h].w * inv * wv[k][h].w);
+        v[4 * h] = n[h].x, v[4 * h + 1] = n[h].y, v[4 * h + 2] = n[h].z, v[4 * h + 3] = n[h].w;
       }
+      store8(out, task(k), n);
     }
-    write_form<kBits, kFolds>(v, u, active, form, d);
+    write_form<kBits, kFolds>(v, task(k), active, form, d);
   }
 }
 
