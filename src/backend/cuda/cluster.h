@@ -23,6 +23,12 @@ __device__ __forceinline__ void cluster_wait() {
   __syncthreads();
 #endif
 }
+// An arrival that releases nothing (the thread wrote nothing the cluster reads after the wait).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
 __device__ __forceinline__ void cluster_sync() {
   cluster_arrive();
   cluster_wait();

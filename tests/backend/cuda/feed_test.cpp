@@ -95,11 +95,13 @@ void expect_fed_matmul_exact(const Tensor& x, const backend::Weight& w, const Ma
   EXPECT_TRUE(same_bits(fetch(fed.view), fetch(own.view))) << what;
 }
 
-// The decode norms (with and without the residual add) at the hidden sizes of the bench shapes,
-// every format; their F32 outputs as without a feed.
+// The decode norms (with and without the residual add) at the hidden sizes of the bench shapes
+// (4096 and 5120 spread over a cluster of 8 blocks, the others in one), every format, and at an
+// 8-bit width of 18 runs (K = 1152); their F32 outputs as without a feed.
 TEST_F(CudaFeed, NormsHandTheMatmulItsInputBitForBit) {
   for (const Format& f : kFormats) {
-    for (int64_t K : {1024, 2048, 4096, 5120}) {
+    for (int64_t K : {1024, 1152, 2048, 4096, 5120, 8192}) {
+      if (K * f.bits / 8 % 128 != 0) continue;  // not a whole number of the matmul's tiles
       const std::string what = name(f) + " K " + std::to_string(K);
       const DeviceWeight dw = device_weight(300, K, f, static_cast<uint32_t>(K + f.bits));
       const HostTensor x0 = random_tensor({1, K}, 1), delta = random_tensor({1, K}, 2),
