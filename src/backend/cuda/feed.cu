@@ -8,11 +8,11 @@
 namespace strata::backend::cuda {
 
 namespace {
+// Per k-tile: its B vectors, then a float4 of run info for each of its 4 runs.
 template <int kBits>
 size_t bytes_of(int64_t K) {
   using G = gemv_math::Geometry<kBits>;
-  return static_cast<size_t>(K / G::kTileK * (G::kTileVecs + 4)) *
-         sizeof(uint4);  // B vectors, run info
+  return static_cast<size_t>(K / G::kTileK * (G::kTileVecs + 4)) * sizeof(uint4);
 }
 }  // namespace
 

@@ -115,8 +115,8 @@ struct ChannelConv {
 // (`ys`, rows floats) to the lane that takes its task of 8.
 __device__ void write_rows_form(const CoreParams& p, float y, int j, int part, int rows,
                                 float* ys) {
-  const int kG = blockDim.x / rows;
-  if (threadIdx.x % kG == 0) ys[threadIdx.x / kG] = y;
+  const int lanes = blockDim.x / rows;  // a row's lanes (kG of the kernel)
+  if (threadIdx.x % lanes == 0) ys[threadIdx.x / lanes] = y;
   __syncthreads();
   const int tasks = rows / 8, t = static_cast<int>(threadIdx.x);
   if (t >= (tasks + 31) / 32 * 32) return;  // whole warps
