@@ -601,8 +601,7 @@ void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out, MatmulF
   const int64_t n = x.numel();
   const bool fits = aligned(x.data, 16) && aligned(gate.data, 16) && aligned(out.data, 16);
   const int64_t K = out.rank() > 0 ? out.dim(-1) : 1;
-  const FeedForm form = begin_feed(feed, out.data, K > 0 ? n / K : 0, K,
-                                   fits && feeds_enabled(FeedKind::kSigmoidMul));
+  const FeedForm form = begin_feed(FeedKind::kSigmoidMul, feed, out.data, K > 0 ? n / K : 0, K, fits);
   if (form.data != nullptr) {
     // One row: n is the matmul's K, whole 128-byte tiles, so n / 8 tasks fill whole warps but for
     // half of one at 8 bits, whose lanes hold zeros.

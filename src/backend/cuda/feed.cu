@@ -14,9 +14,6 @@ size_t bytes_of(int64_t K) {
   using G = gemv_math::Geometry<kBits>;
   return static_cast<size_t>(K / G::kTileK * (G::kTileVecs + 4)) * sizeof(uint4);
 }
-}  // namespace
-
-size_t form_bytes(int bits, int64_t K) { return bits == 4 ? bytes_of<4>(K) : bytes_of<8>(K); }
 
 bool feeds_enabled(FeedKind kind) {
   static const int mask = [] {
@@ -25,12 +22,23 @@ bool feeds_enabled(FeedKind kind) {
   }();
   return ((mask >> static_cast<int>(kind)) & 1) != 0;
 }
+}  // namespace
 
-FeedForm begin_feed(MatmulFeed* feed, const void* source, int64_t rows, int64_t K, bool extra_ok) {
+size_t form_bytes(int bits, int64_t K) { return bits == 4 ? bytes_of<4>(K) : bytes_of<8>(K); }
+
+int64_t form_run(const MatmulFeed* feed) {
+  if (feed == nullptr || feed->weight == nullptr) return 0;
+  return feed->weight->bits == 4 ? gemv_math::Geometry<4>::kRun : gemv_math::Geometry<8>::kRun;
+}
+
+FeedForm begin_feed(FeedKind kind, MatmulFeed* feed, const void* source, int64_t rows, int64_t K,
+                    bool extra_ok) {
   if (feed == nullptr) return {};
   MatmulFeed::none(feed);
   const Weight* w = feed->weight;
-  if (w == nullptr || rows != 1 || w->cols() != K || !extra_ok || !gemv_tc_supported(*w)) return {};
+  if (w == nullptr || rows != 1 || w->cols() != K || !extra_ok || !feeds_enabled(kind) ||
+      !gemv_tc_supported(*w))
+    return {};
   const FeedForm form{
       w->bits, w->bits == 4 && w->group_size == 32 ? 2 : 1, K,
       static_cast<uint4*>(workspace(feed->slot == 0 ? WorkspaceSlot::kFeed0 : WorkspaceSlot::kFeed1,

@@ -33,17 +33,22 @@ struct FeedForm {
 // Bytes of the form of K activations for a weight of `bits`.
 size_t form_bytes(int bits, int64_t K);
 
-// For a producer about to write `rows` rows of K activations at `source`: the form to write as
-// well, recorded in the feed, or no form (recorded as none) where the decode matmul of the feed's
-// weight would not take one (more than one row, a K other than its input's, a weight gemv_tc does
-// not serve). `extra_ok` is the producer's own condition (a shape its kernel cannot write).
-FeedForm begin_feed(MatmulFeed* feed, const void* source, int64_t rows, int64_t K,
-                    bool extra_ok = true);
-
 // The producers, each of which STRATA_CUDA_FEEDS (a bit mask of 1 << kind, read once; default 15:
 // all) can turn off, to compare.
 enum class FeedKind { kNorm, kGlu, kGdnCore, kSigmoidMul };
-bool feeds_enabled(FeedKind kind);
+
+// For a producer of `kind` about to write `rows` rows of K activations at `source`: the form to
+// write as well, recorded in the feed, or no form (recorded as none) where the decode matmul of
+// the feed's weight would not take one (more than one row, a K other than its input's, a weight
+// gemv_tc does not serve) or STRATA_CUDA_FEEDS turns the kind off. `extra_ok` is the producer's
+// own condition (a shape its kernel cannot write).
+FeedForm begin_feed(FeedKind kind, MatmulFeed* feed, const void* source, int64_t rows, int64_t K,
+                    bool extra_ok = true);
+
+// The activations of one run of the feed's form (64 at 4 bits, 32 at 8: the values that share a
+// scale), or 0 without a feed or its weight; a producer whose blocks each convert a share of the
+// row needs whole runs in each share.
+int64_t form_run(const MatmulFeed* feed);
 
 // The form a decode matmul of weight w (its group's first) finds for its input x: the feed's, when
 // its producer wrote one for x and for w's format; else null.

@@ -308,11 +308,10 @@ void gdn_core(const GdnCore& c, const Tensor& y, MatmulFeed* feed) {
               reinterpret_cast<uintptr_t>(c.state.data) % 16 == 0
           ? choose_core_shape(static_cast<int>(dk), static_cast<int>(Hv / Hk), static_cast<int>(dv))
           : CoreShape{};
-  // A form of y where each block's rows are whole runs of it (64 values at 4 bits, 32 at 8).
-  const int run = feed != nullptr && feed->weight != nullptr && feed->weight->bits == 8 ? 32 : 64;
-  const FeedForm form = begin_feed(
-      feed, y.data, T, Hv * dv,
-      shape.cluster != 0 && (dv / shape.split) % run == 0 && feeds_enabled(FeedKind::kGdnCore));
+  // A form of y where each block's rows are whole runs of it.
+  const int64_t run = form_run(feed);
+  const FeedForm form = begin_feed(FeedKind::kGdnCore, feed, y.data, T, Hv * dv,
+                                   shape.cluster != 0 && run > 0 && (dv / shape.split) % run == 0);
   if (shape.cluster != 0) {
     const CoreParams p{c.qkv.as<const float>(),
                        c.z.as<const float>(),

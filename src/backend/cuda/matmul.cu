@@ -263,10 +263,9 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
   float* out_ptr[kMaxSegments];
   for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
   if (tensor_cores) {
-    const bool glu_ok = feeds_enabled(FeedKind::kGlu) && glu_feed != nullptr &&
-                        glu_feed->weight != nullptr && gemv_tc_glu_feed_ok(ws, *glu_feed->weight);
-    const FeedForm glu_form =
-        glu_ok ? begin_feed(glu_feed, outs[1].data, 1, ws[0]->rows()) : FeedForm{};
+    const bool glu_ok = glu_feed != nullptr && glu_feed->weight != nullptr &&
+                        gemv_tc_glu_feed_ok(ws, *glu_feed->weight);
+    const FeedForm glu_form = begin_feed(FeedKind::kGlu, glu_feed, outs[1].data, 1, ws[0]->rows(), glu_ok);
     gemv_tc(xs, nullptr, ws, std::span<float* const>(out_ptr, ws.size()),
             fed_form(feed, xs, *ws[0]), glu_form);
     return;

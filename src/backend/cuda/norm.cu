@@ -227,7 +227,7 @@ bool launch_norm_feed(MatmulFeed* feed, float* x, const float* delta, const floa
   const int64_t per = tasks / cluster;
   const bool fits = d % 8 == 0 && per <= kMaxThreads && aligned16(x) && aligned16(w) &&
                     aligned16(out) && (delta == nullptr || aligned16(delta));
-  const FeedForm form = begin_feed(feed, out, 1, d, fits && feeds_enabled(FeedKind::kNorm));
+  const FeedForm form = begin_feed(FeedKind::kNorm, feed, out, 1, d, fits);
   if (form.data == nullptr) return false;
   // Whole warps: the lanes past the block's last task hold zeros (a share may end in part of one).
   const int threads = static_cast<int>((per + 31) / 32 * 32);
