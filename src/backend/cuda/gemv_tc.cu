@@ -459,12 +459,12 @@ void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> w
   const int64_t K = w0.cols();
   GluFeed glu;
   if (glu_form.data != nullptr) {
-    // gate/up of this launch's format: gemv_tc_glu_feed_ok checked the shapes.
-    glu = GluFeed{
-        glu_form.data,
-        static_cast<unsigned*>(workspace(WorkspaceSlot::kFeedCounts,
-                                         sizeof(unsigned) * static_cast<size_t>(glu_form.K / 32))),
-        outs[0], outs[1], glu_form.K};
+    // gate/up of this launch's format: gemv_tc_glu_feed_ok checked the shapes. One count a run.
+    const int64_t runs = glu_form.K / (glu_form.bits == 4 ? Geometry<4>::kRun : Geometry<8>::kRun);
+    glu = GluFeed{glu_form.data,
+                  static_cast<unsigned*>(workspace(WorkspaceSlot::kFeedCounts,
+                                                   sizeof(unsigned) * static_cast<size_t>(runs))),
+                  outs[0], outs[1], glu_form.K};
   }
   with_scale_type(w0, [&](auto s) {
     using S = decltype(s);
