@@ -247,11 +247,9 @@ __global__ void binary_feed_kernel(const float* a, const float* b, float* out, i
   const bool active = u < n / 8;
   float v[8] = {};
   if (active) {
-    const float4* ap = reinterpret_cast<const float4*>(a) + 2 * u;
-    const float4* bp = reinterpret_cast<const float4*>(b) + 2 * u;
-    const float4 x0 = ap[0], x1 = ap[1], y0 = bp[0], y1 = bp[1];
-    const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-    const float ys[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+    float xs[8], ys[8];
+    load_task(a, u, xs);
+    load_task(b, u, ys);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = op(xs[i], ys[i]);
     float4* o = reinterpret_cast<float4*>(out) + 2 * u;

@@ -55,6 +55,13 @@ int64_t form_run(const MatmulFeed* feed);
 const uint4* fed_form(const MatmulFeed* feed, const void* x, const Weight& w);
 
 #ifdef __CUDACC__
+// The 8 values of task u of a row (floats 8u..8u+7), as two 16-byte loads.
+__device__ __forceinline__ void load_task(const float* row, int64_t u, float (&v)[8]) {
+  const float4* p = reinterpret_cast<const float4*>(row) + 2 * u;
+  const float4 a = p[0], b = p[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
 // Task u of a form (activations 8u..8u+7, v; gemv_math::store_converted): every lane of the warp
 // calls it, the kSteps lanes of a run together; lanes with `active` false write nothing.
 template <int kBits, int kFolds>

@@ -128,13 +128,10 @@ __device__ void convert_activations(const float* __restrict__ x, const float* __
     const bool active = u < tasks;  // whole runs are active or not: tasks is a multiple of kSteps
     float v[8] = {};
     if (active) {
-      const float4* xp = reinterpret_cast<const float4*>(x + 8 * u);
-      const float4 x0 = xp[0], x1 = xp[1];
-      v[0] = x0.x, v[1] = x0.y, v[2] = x0.z, v[3] = x0.w, v[4] = x1.x, v[5] = x1.y, v[6] = x1.z, v[7] = x1.w;
+      load_task(x, u, v);
       if constexpr (kGlu) {
-        const float4* gp = reinterpret_cast<const float4*>(gate + 8 * u);
-        const float4 g0 = gp[0], g1 = gp[1];
-        const float gv[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+        float gv[8];
+        load_task(gate, u, gv);
 #pragma unroll
         for (int i = 0; i < 8; ++i) v[i] = swiglu(gv[i], v[i]);  // as the silu_mul op
       }
