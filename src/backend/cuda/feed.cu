@@ -26,9 +26,11 @@ bool feeds_enabled(FeedKind kind) {
 
 size_t form_bytes(int bits, int64_t K) { return bits == 4 ? bytes_of<4>(K) : bytes_of<8>(K); }
 
+int64_t run_length(int bits) { return bits == 4 ? gemv_math::Geometry<4>::kRun : gemv_math::Geometry<8>::kRun; }
+
 int64_t form_run(const MatmulFeed* feed) {
   if (feed == nullptr || feed->weight == nullptr) return 0;
-  return feed->weight->bits == 4 ? gemv_math::Geometry<4>::kRun : gemv_math::Geometry<8>::kRun;
+  return run_length(feed->weight->bits);
 }
 
 FeedForm begin_feed(FeedKind kind, MatmulFeed* feed, const void* source, int64_t rows, int64_t K,

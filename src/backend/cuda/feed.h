@@ -33,6 +33,10 @@ struct FeedForm {
 // Bytes of the form of K activations for a weight of `bits`.
 size_t form_bytes(int bits, int64_t K);
 
+// Activations of one run of a form for a weight of `bits` (64 at 4 bits, 32 at 8: the values that
+// share a scale).
+int64_t run_length(int bits);
+
 // The producers, each of which STRATA_CUDA_FEEDS (a bit mask of 1 << kind, read once; default 15:
 // all) can turn off, to compare.
 enum class FeedKind { kNorm, kGlu, kGdnCore, kSigmoidMul };
@@ -45,9 +49,8 @@ enum class FeedKind { kNorm, kGlu, kGdnCore, kSigmoidMul };
 FeedForm begin_feed(FeedKind kind, MatmulFeed* feed, const void* source, int64_t rows, int64_t K,
                     bool extra_ok = true);
 
-// The activations of one run of the feed's form (64 at 4 bits, 32 at 8: the values that share a
-// scale), or 0 without a feed or its weight; a producer whose blocks each convert a share of the
-// row needs whole runs in each share.
+// run_length of the feed's weight, or 0 without a feed or its weight; a producer whose blocks each
+// convert a share of the row needs whole runs in each share.
 int64_t form_run(const MatmulFeed* feed);
 
 // The form a decode matmul of weight w (its group's first) finds for its input x: the feed's, when

@@ -460,7 +460,7 @@ void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> w
   GluFeed glu;
   if (glu_form.data != nullptr) {
     // gate/up of this launch's format: gemv_tc_glu_feed_ok checked the shapes. One count a run.
-    const int64_t runs = glu_form.K / (glu_form.bits == 4 ? Geometry<4>::kRun : Geometry<8>::kRun);
+    const int64_t runs = glu_form.K / run_length(glu_form.bits);
     glu = GluFeed{glu_form.data,
                   static_cast<unsigned*>(workspace(WorkspaceSlot::kFeedCounts,
                                                    sizeof(unsigned) * static_cast<size_t>(runs))),
