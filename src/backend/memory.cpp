@@ -164,16 +164,20 @@ void* Upload::host(size_t nbytes) {
   return cpu_.data();
 }
 
-void Upload::start(const Tensor& dst) {
+void Upload::start(const Tensor& dst, const Tensor* first) {
   check(dst.device == device_, ErrorKind::kInternal, "Upload: to {}", device_label(dst.device));
+  check(first == nullptr || (first->device == device_ && first->nbytes() == 4 && dst.nbytes() >= 4),
+        ErrorKind::kInternal, "Upload: a first word of {} bytes", first == nullptr ? 0 : first->nbytes());
 #ifdef STRATA_HAVE_CUDA
   if (device_ == Device::kCuda) {
-    static_cast<cuda::PinnedStage*>(impl_[slot_].get())->to_device(dst.data, dst.nbytes());
+    static_cast<cuda::PinnedStage*>(impl_[slot_].get())
+        ->to_device(dst.data, dst.nbytes(), first == nullptr ? nullptr : first->data);
     return;
   }
 #endif
   check(dst.nbytes() <= cpu_.size(), ErrorKind::kInternal, "Upload: {} bytes from {}", dst.nbytes(), cpu_.size());
   std::memcpy(dst.data, cpu_.data(), dst.nbytes());
+  if (first != nullptr) std::memcpy(dst.data, first->data, 4);
 }
 
 HostTensor to_host(const Tensor& t) {

@@ -78,12 +78,14 @@ class Readback {
 // Small inputs copied to a device without waiting for its queued work (a step's token ids and
 // positions): write the bytes to host(n), then start(dst) queues the copy. Two slots alternate,
 // and a slot is reused only once its previous copy has finished, so the host may fill the next
-// one while the device has not yet read the last. On the CPU start() copies at once.
+// one while the device has not yet read the last. With `first` (a 4-byte tensor on the device),
+// dst's first 4 bytes come from it instead, in the same queued work: a token the device picked.
+// On the CPU start() copies at once.
 class Upload {
  public:
   explicit Upload(Device device);
   void* host(size_t nbytes);
-  void start(const Tensor& dst);
+  void start(const Tensor& dst, const Tensor* first = nullptr);
 
  private:
   Device device_;

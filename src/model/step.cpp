@@ -70,13 +70,12 @@ Step StepRunner::prepare(const StepTokens& tokens, const ModelState& state, int6
   if (tokens.device.empty()) {
     std::memcpy(staged, tokens.host.data(), static_cast<size_t>(T) * sizeof(int32_t));
   } else {
-    staged[0] = 0;  // replaced below by the device's id
+    staged[0] = 0;  // replaced by the device's id on its way
   }
   for (int64_t t = 0; t < T; ++t) staged[T + t] = static_cast<int32_t>(start + t);
-  staging_.start(inputs);
+  staging_.start(inputs, tokens.device.empty() ? nullptr : &tokens.device);
   s.ids = inputs.rows(0, 1).reshaped({T});
   s.positions = inputs.rows(1, 2).reshaped({T});
-  if (!tokens.device.empty()) backend::copy(tokens.device.reshaped({1}), s.ids);
   // The caller's logits when they lie on this device (the body writes them directly), else scratch
   // that run() copies out.
   const Shape rows{all_logits ? T : 1, vocab};

@@ -63,7 +63,10 @@ void download(const Tensor& device, const Tensor& host);
 // Page-locked host memory for small copies that must not wait for the stream (a step's inputs
 // going in, a picked token coming out), with an event behind its last copy. host(n) returns the
 // memory once that copy has finished, growing it if needed; to_device() and from_device() queue a
-// copy and the event; wait() blocks until the event has passed and returns the memory.
+// copy and the event; wait() blocks until the event has passed and returns the memory. Copies of
+// up to 64 bytes in whole aligned words are one-block kernels, not transfers: to_device() passes
+// the bytes as the kernel's parameter (no event: the memory is free again at once), and
+// from_device() writes the memory through its mapping.
 class PinnedStage {
  public:
   PinnedStage() = default;
@@ -71,12 +74,14 @@ class PinnedStage {
   PinnedStage(const PinnedStage&) = delete;
   PinnedStage& operator=(const PinnedStage&) = delete;
   void* host(size_t nbytes);
-  void to_device(void* device_dst, size_t nbytes);
+  // With first_word (device memory), the copy's first 4 bytes come from there.
+  void to_device(void* device_dst, size_t nbytes, const void* first_word = nullptr);
   void from_device(const void* device_src, size_t nbytes);
   const void* wait();
 
  private:
   void* host_ = nullptr;
+  void* device_alias_ = nullptr;  // host_ as kernels address it (mapped)
   void* event_ = nullptr;  // cudaEvent_t
   size_t bytes_ = 0;
 };
