@@ -75,16 +75,24 @@ __device__ __forceinline__ void write_form(const float (&v)[8], int64_t u, bool 
   gemv_math::store_converted<kBits, kFolds>(v, u, active, form, info);
 }
 
-// f(bits, folds) with both as compile-time constants, for a form that is not empty.
+// f(bits, folds) with both as compile-time constants, for a form's format: in host code that
+// launches a form's kernel, or in a kernel that writes a form of a format it learns at run time.
+#pragma nv_exec_check_disable
 template <typename F>
-void with_form_format(const FeedForm& form, F&& f) {
-  if (form.bits == 8) {
+__host__ __device__ __forceinline__ void with_format(int bits, int folds, F&& f) {
+  if (bits == 8) {
     f(std::integral_constant<int, 8>{}, std::integral_constant<int, 1>{});
-  } else if (form.folds == 2) {
+  } else if (folds == 2) {
     f(std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{});
   } else {
     f(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{});
   }
+}
+
+// with_format for a form that is not empty.
+template <typename F>
+void with_form_format(const FeedForm& form, F&& f) {
+  with_format(form.bits, form.folds, static_cast<F&&>(f));
 }
 #endif
 

@@ -126,13 +126,8 @@ __device__ void write_rows_form(const CoreParams& p, float y, int j, int part, i
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = ys[8 * t + e];
   const int64_t u = (int64_t{j} * p.dv + int64_t{part} * rows) / 8 + t, K = int64_t{p.Hv} * p.dv;
-  if (p.form_bits == 8) {
-    write_form<8, 1>(v, u, active, p.form, K);
-  } else if (p.form_folds == 2) {
-    write_form<4, 2>(v, u, active, p.form, K);
-  } else {
-    write_form<4, 1>(v, u, active, p.form, K);
-  }
+  with_format(p.form_bits, p.form_folds,
+              [&](auto bits, auto folds) { write_form<bits.value, folds.value>(v, u, active, p.form, K); });
 }
 
 // A relaxed arrival at the cluster barrier once `read` is in hand: a value computed from the loads
