@@ -229,12 +229,13 @@ __global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const 
     qc[c] = make_float4(qp[0] * fq, qp[1] * fq, qp[2] * fq, qp[3] * fq);
   }
   const float o = delta_row_step<kNc, kG>(st, kc, qc, g, beta, vrow[threadIdx.x / kG]);
-  // The rows go back marked evict-last in L2 for half of them (a fractional policy), so some of the
-  // layer's state may still be in L2 when the next step reads it, while the weights stream through
-  // evict-first. Measured on an H100 (2026-11-27, decode @512 at 4 bits, same call, against plain
-  // stores): 0.8B 1637 to 1648-1652 tok/s, 9B 445-446 to 446-447.
+  // The rows go back marked evict-last in L2, so some of the layer's state may still be in L2 when
+  // the next step reads it, while the weights stream through evict-first. Measured on H100s
+  // (2026-11-27, decode @512 at 4 bits, same calls): against plain stores, half the rows evict-last
+  // gave 0.8B 1637 to 1648-1652 tok/s and 9B 445-446 to 446-447; against half, all rows gave 9B
+  // 449-450 to 452-453 (a quarter: 441-448).
   uint64_t keep;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 0.5;" : "=l"(keep));
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(keep));
 #pragma unroll
   for (int c = 0; c < kNc; ++c) {
     float* a = reinterpret_cast<float*>(srow + c * kG);
