@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/row_copy.h"
 
 namespace strata::backend::cuda {
 
@@ -106,20 +107,15 @@ __global__ void write_small_kernel(uint32_t* dst, SmallWords v, int words, const
   if (i < words) dst[i] = i == 0 && first != nullptr ? *first : v.w[i];
 }
 
-__global__ void copy_small_kernel(const uint32_t* src, uint32_t* dst, int words) {
-  wait_for_inputs();
-  if (static_cast<int>(threadIdx.x) < words) dst[threadIdx.x] = src[threadIdx.x];
-}
-
 // Whole aligned words, at most kSmallWords of them.
 bool small_words(const void* a, const void* b, size_t nbytes) {
   return nbytes <= sizeof(SmallWords) && nbytes % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 4 == 0 &&
          reinterpret_cast<uintptr_t>(b) % 4 == 0;
 }
 
+// One row of nbytes, by the row-copy kernel the ops share.
 void copy_small(const void* src, void* dst, size_t nbytes) {
-  launch(copy_small_kernel, 1, 32, 0, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst),
-         static_cast<int>(nbytes / 4));
+  copy_rows(src, nullptr, 1, dst, nullptr, 1, 1, static_cast<int64_t>(nbytes));
 }
 }  // namespace
 
