@@ -108,7 +108,7 @@ int run_serve(const ServeArgs& args) {
   options.port = args.port;
   options.api_key = args.api_key;
   options.max_concurrency = args.max_concurrency;
-  options.max_body_bytes = args.max_body_bytes;
+  options.connections.limits.max_body_bytes = args.max_body_bytes;
   options.model_id = args.alias.empty() ? model_name(args.model) : args.alias.front();
   options.aliases = args.alias;
   options.aliases.push_back(model_name(args.model));

@@ -20,17 +20,50 @@ GenerationQueue::~GenerationQueue() {
   thread_.join();
 }
 
-void GenerationQueue::submit(std::shared_ptr<GenerationJob> job) {
+Admission& Admission::operator=(Admission&& other) noexcept {
+  if (this != &other) {
+    release();
+    queue_ = other.queue_;
+    other.queue_ = nullptr;
+  }
+  return *this;
+}
+
+void Admission::release() {
+  if (queue_ != nullptr) queue_->give_back();
+  queue_ = nullptr;
+}
+
+namespace {
+
+[[noreturn]] void shutting_down() {
+  throw ApiError(503, "The server is shutting down.", {}, "server_shutting_down", "server_error");
+}
+
+}  // namespace
+
+Admission GenerationQueue::admit() {
+  std::lock_guard lock(mutex_);
+  if (closed_) shutting_down();
+  if (admitted_ >= max_jobs_)
+    throw ApiError(503,
+                   "The server is busy: too many requests are queued. Retry later, or start the "
+                   "server with a larger --max-concurrency.",
+                   {}, "server_busy", "server_error");
+  ++admitted_;
+  return Admission(this);
+}
+
+void GenerationQueue::give_back() {
+  std::lock_guard lock(mutex_);
+  --admitted_;
+}
+
+void GenerationQueue::submit(Admission admission, std::shared_ptr<GenerationJob> job) {
   {
     std::lock_guard lock(mutex_);
-    if (closed_)
-      throw ApiError(503, "The server is shutting down.", {}, "server_shutting_down",
-                     "server_error");
-    if (waiting_.size() + (running_ ? 1 : 0) >= max_jobs_)
-      throw ApiError(503,
-                     "The server is busy: too many requests are queued. Retry later, or start the "
-                     "server with a larger --max-concurrency.",
-                     {}, "server_busy", "server_error");
+    if (closed_) shutting_down();
+    admission.queue_ = nullptr;  // the place now belongs to the job; run() gives it back
     waiting_.push_back(std::move(job));
     ++stats_.waiting;
   }
@@ -82,8 +115,12 @@ void GenerationQueue::run() {
       }
     }
     {
-      // Counted before the job hears of its end, so that its client already sees it counted.
+      // Counted, and its place given back, before the job hears of its end: its client may send
+      // the next request the moment it has the answer.
       std::lock_guard lock(mutex_);
+      running_.reset();
+      stats_.running = 0;
+      --admitted_;
       if (failed) {
         ++stats_.failed;
       } else {
@@ -102,11 +139,6 @@ void GenerationQueue::run() {
       job->on_error(error);
     else
       job->on_finish(result);
-    {
-      std::lock_guard lock(mutex_);
-      running_.reset();
-      stats_.running = 0;
-    }
     drained_.notify_all();
   }
 }

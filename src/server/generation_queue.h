@@ -1,7 +1,10 @@
 // GenerationQueue: the one thread that runs the Engine. HTTP threads submit jobs; the queue runs
 // them one at a time in arrival order (FIFO), so no request is lost or interleaved with another,
-// and a job cancelled while waiting is skipped. The runtime's own scheduler may later batch them;
-// this stays the server's door to it.
+// and a job cancelled while waiting is skipped. A request takes its place (an Admission) before
+// its prompt is rendered, so one past the limit costs no rendering or tokenization; a job gives
+// its place back as soon as it ends, before its result is delivered, so a client that waits for
+// each answer before it sends the next request is never refused. The runtime's own scheduler may
+// later batch them; this stays the server's door to it.
 #pragma once
 
 #include <atomic>
@@ -52,6 +55,27 @@ struct QueueStats {
   double decode_seconds = 0;
 };
 
+class GenerationQueue;
+
+// A place in the queue, held from admission to the end of the job that uses it (or given back
+// when no job does, e.g. the request turned out invalid).
+class Admission {
+ public:
+  Admission() = default;
+  ~Admission() { release(); }
+  Admission(Admission&& other) noexcept : queue_(other.queue_) { other.queue_ = nullptr; }
+  Admission& operator=(Admission&& other) noexcept;
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+
+ private:
+  friend class GenerationQueue;
+  explicit Admission(GenerationQueue* queue) : queue_(queue) {}
+  void release();
+
+  GenerationQueue* queue_ = nullptr;
+};
+
 class GenerationQueue {
  public:
   // max_jobs: jobs admitted at once (running + waiting); more are refused with 503.
@@ -60,8 +84,11 @@ class GenerationQueue {
   GenerationQueue(const GenerationQueue&) = delete;
   GenerationQueue& operator=(const GenerationQueue&) = delete;
 
-  // Throws ApiError 503 when the queue is full or closed.
-  void submit(std::shared_ptr<GenerationJob> job);
+  // A place for one more job; throws ApiError 503 (with a retry hint) when the queue is full or
+  // closed. Cheap: call it before any work a refused request should not cost.
+  Admission admit();
+  // Queues the job in the admitted place. Throws ApiError 503 when the queue closed meanwhile.
+  void submit(Admission admission, std::shared_ptr<GenerationJob> job);
   // Stops admitting jobs, lets queued and running ones finish for up to `grace`, then cancels the
   // rest (they finish as cancelled). Returns when the queue is empty.
   void close(std::chrono::milliseconds grace);
@@ -69,10 +96,13 @@ class GenerationQueue {
   QueueStats stats() const;
 
  private:
+  friend class Admission;
   void run();
+  void give_back();  // an admission ends: one place fewer held
 
   runtime::Engine& engine_;
   const size_t max_jobs_;
+  size_t admitted_ = 0;  // places held: admitted requests not yet queued, waiting and running jobs
   mutable std::mutex mutex_;
   std::condition_variable wake_;     // the engine thread: a job arrived or closing
   std::condition_variable drained_;  // close(): the queue emptied

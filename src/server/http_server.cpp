@@ -1,36 +1,47 @@
-// HttpServer on cpp-httplib, the one file that includes it. Two fixes over the library's defaults
-// (see docs in shared/DEPENDENCIES.md): a thread pool as large as the connections we serve at
-// once (its default is 8, and every open stream holds a thread), and a real listen backlog (the
-// packaged library hard-codes 5, so bursts of connects were dropped and retried).
-#include <httplib.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
+// HttpServer: one event-loop thread (the caller of run()) accepts connections, reads and writes
+// them, and enforces every deadline with a sweep ten times a second; handlers run on a pool of
+// workers. Only the loop touches the connection registry, so it needs no lock. Why not the
+// cpp-httplib this replaced: it holds a thread per connection for as long as the connection
+// lasts, so 80 clients sending a header byte a second blocked every route.
+#include <sys/resource.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
-#include <chrono>
-#include <thread>
+#include <list>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "server/http.h"
+#include "server/http_connection.h"
 
 namespace strata::server {
 
-std::string HttpRequest::header(const std::string& lower_case_name) const {
-  auto it = headers.find(lower_case_name);
-  return it == headers.end() ? std::string() : it->second;
-}
+namespace asio = boost::asio;
+using asio::use_awaitable;
+using tcp = asio::ip::tcp;
 
 namespace {
+
+constexpr std::chrono::milliseconds kSweepInterval{100};
+constexpr size_t kReservedFiles = 64;  // descriptors kept for everything but connections
 
 struct Route {
   std::string method;
   std::string path;  // a trailing '*' matches any rest of the path
   HttpHandler handler;
+  bool inline_handler = false;
 
   bool matches_path(const std::string& p) const {
     if (!path.empty() && path.back() == '*')
@@ -39,178 +50,287 @@ struct Route {
   }
 };
 
-class SinkWriter : public BodyWriter {
- public:
-  explicit SinkWriter(httplib::DataSink& sink) : sink_(sink) {}
-  bool write(std::string_view data) override {
-    ok_ = ok_ && sink_.write(data.data(), data.size());
-    return ok_;
-  }
-  bool connected() override { return ok_ && sink_.is_writable(); }
-
- private:
-  httplib::DataSink& sink_;
-  bool ok_ = true;
-};
-
-HttpRequest convert(const httplib::Request& req) {
-  HttpRequest out;
-  out.method = req.method;
-  out.path = req.path;
-  for (const auto& [name, value] : req.headers) {
-    std::string lower = name;
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    out.headers.emplace(std::move(lower), value);
-  }
-  out.body = req.body;
-  return out;
+// The connections the process can hold: the configured cap, within the open-file limit.
+size_t connection_cap(size_t configured) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+    return configured;
+  const size_t files = static_cast<size_t>(limit.rlim_cur);
+  return std::min(configured, files > 2 * kReservedFiles ? files - kReservedFiles : files / 2);
 }
 
-void apply(HttpResponse&& from, httplib::Response& res) {
-  res.status = from.status;
-  for (const auto& [name, value] : from.headers) res.set_header(name, value);
-  if (from.stream) {
-    auto stream = std::move(from.stream);
-    res.set_chunked_content_provider(from.content_type, [stream](size_t, httplib::DataSink& sink) {
-      SinkWriter writer(sink);
-      stream(writer);
-      sink.done();
-      return true;
-    });
-  } else {
-    res.set_content(from.body, from.content_type);
-  }
+Clock::time_point after(Clock::time_point from, std::chrono::milliseconds wait) {
+  const auto room =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - from);
+  return wait >= room ? Clock::time_point::max() : from + wait;
 }
 
 }  // namespace
 
-struct HttpServer::Impl {
-  HttpServerOptions options;
-  httplib::Server server;
+struct HttpServer::Impl final : ConnectionHost {
+  HttpServerOptions config;
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  asio::thread_pool workers;
+  asio::steady_timer sweep_timer{io};
   std::vector<Route> routes;
-  std::function<std::optional<HttpResponse>(const HttpRequest&)> guard;
-  std::function<HttpResponse(int)> error_body;
-  std::atomic<int> listen_fd{-1};
-  std::atomic<bool> run_called{false};
-  std::atomic<bool> stop_requested{false};
-  std::atomic<bool> run_returned{false};
+  std::function<std::optional<HttpResponse>(const HttpRequest&)> guard_fn;
+  std::function<HttpResponse(int, const std::string&)> error_body;
+  std::vector<char> scratch = std::vector<char>(64 << 10);
 
-  HttpResponse error_response(int status) {
-    if (error_body) return error_body(status);
+  // The loop's own state.
+  std::list<std::shared_ptr<Connection>> connections;
+  std::unordered_map<std::string, size_t> per_client;  // connections not closing, by address
+  size_t open = 0;                                     // connections not closing
+  size_t cap = 0;
+  size_t body_memory = 0;
+  bool stopping_now = false;
+  Clock::time_point force_at = Clock::time_point::max();
+
+  std::atomic<bool> stop_requested{false};
+  std::atomic<size_t> open_count{0};
+  std::atomic<uint64_t> accepted{0}, refused{0}, evicted{0}, timed_out{0}, rejected{0};
+
+  explicit Impl(HttpServerOptions o)
+      : config(std::move(o)), workers(std::max<size_t>(config.threads, 1)) {}
+
+  ~Impl() override { workers.join(); }
+
+  // ConnectionHost.
+  const ConnectionPolicy& policy() const override { return config.policy; }
+  bool stopping() const override { return stopping_now; }
+  std::span<char> read_buffer() override { return scratch; }
+  void count_rejected() override { ++rejected; }
+
+  std::optional<HttpResponse> guard(const HttpRequest& head) override {
+    if (!guard_fn) return std::nullopt;
+    try {
+      return guard_fn(head);
+    } catch (const std::exception& e) {
+      log::error("the request guard failed: {}", e.what());
+      return error_response(500, "Internal server error.");
+    }
+  }
+
+  HttpResponse error_response(int status, const std::string& why) override {
+    if (error_body) return error_body(status, why);
     HttpResponse r;
     r.status = status;
     r.content_type = "text/plain";
+    r.body = why;
     return r;
   }
 
-  HttpResponse dispatch(const HttpRequest& request) {
-    bool path_known = false;
-    for (const Route& route : routes) {
-      if (!route.matches_path(request.path)) continue;
-      path_known = true;
-      if (route.method == request.method) return route.handler(request);
+  HttpResponse call(const Route& route, const HttpRequest& request) {
+    try {
+      return route.handler(request);
+    } catch (const std::exception& e) {
+      log::error("unhandled error in an HTTP handler: {}", e.what());
+    } catch (...) {
+      log::error("unhandled error in an HTTP handler");
     }
-    return error_response(path_known ? 405 : 404);
+    return error_response(500, "Internal server error.");
+  }
+
+  asio::awaitable<HttpResponse> dispatch(HttpRequest& request) override {
+    const Route* route = nullptr;
+    bool path_known = false;
+    for (const Route& r : routes) {
+      if (!r.matches_path(request.path)) continue;
+      path_known = true;
+      if (r.method == request.method) {
+        route = &r;
+        break;
+      }
+    }
+    if (route == nullptr) {
+      ++rejected;
+      co_return error_response(path_known ? 405 : 404,
+                               path_known ? "Method not allowed for this endpoint."
+                                          : "Not found: no such endpoint.");
+    }
+    if (route->inline_handler) co_return call(*route, request);
+    co_return co_await asio::co_spawn(
+        workers,
+        [this, route, &request]() -> asio::awaitable<HttpResponse> {
+          co_return call(*route, request);
+        },
+        use_awaitable);
+  }
+
+  void run_on_worker(std::function<void()> work) override {
+    asio::post(workers, std::move(work));
+  }
+
+  bool take_body_memory(size_t bytes) override {
+    if (bytes > config.policy.max_body_memory - std::min(body_memory, config.policy.max_body_memory))
+      return false;
+    body_memory += bytes;
+    return true;
+  }
+  void give_body_memory(size_t bytes) override { body_memory -= std::min(bytes, body_memory); }
+
+  void retire(Connection& c) override {
+    --open;
+    open_count = open;
+    auto it = per_client.find(c.address());
+    if (it != per_client.end() && --it->second == 0) per_client.erase(it);
+  }
+
+  void forget(Connection& c) override {
+    connections.erase(c.registry_entry);
+    if (stopping_now && connections.empty()) sweep_timer.cancel();
+  }
+
+  // Closes the connection that has waited longest for a request it has not completed (of one
+  // client, when `address` is given); false when every connection is busy with a request.
+  bool evict_oldest(const std::string* address) {
+    Connection* oldest = nullptr;
+    for (const auto& c : connections) {
+      if (c->closing() || !c->evictable()) continue;
+      if (address != nullptr && c->address() != *address) continue;
+      if (oldest == nullptr || c->phase_since() < oldest->phase_since()) oldest = c.get();
+    }
+    if (oldest == nullptr) return false;
+    ++evicted;
+    oldest->close();
+    return true;
+  }
+
+  void admit(tcp::socket socket) {
+    boost::system::error_code ec;
+    const tcp::endpoint peer = socket.remote_endpoint(ec);
+    if (ec) return;  // gone already
+    ++accepted;
+    std::string address = peer.address().to_string();
+    if (open >= cap && !evict_oldest(nullptr)) {
+      ++refused;
+      return;  // the socket closes here
+    }
+    auto known = per_client.find(address);
+    if (known != per_client.end() && known->second >= config.policy.max_connections_per_client &&
+        !evict_oldest(&address)) {
+      ++refused;
+      return;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    socket.non_blocking(true, ec);
+    if (ec) return;
+    auto c = std::make_shared<Connection>(*this, std::move(socket), address);
+    c->registry_entry = connections.insert(connections.end(), c);
+    ++per_client[address];
+    ++open;
+    open_count = open;
+    asio::co_spawn(io, c->serve(), asio::detached);
+  }
+
+  asio::awaitable<void> accept_loop() {
+    asio::steady_timer pause(io);
+    while (!stopping_now) {
+      auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(use_awaitable));
+      if (stopping_now || ec == asio::error::operation_aborted) break;
+      if (!ec) {
+        admit(std::move(socket));
+        continue;
+      }
+      if (ec == asio::error::no_descriptors || ec.value() == EMFILE || ec.value() == ENFILE) {
+        // Out of descriptors: make room, and give the loop a moment before accepting again.
+        log::warn("HTTP server: out of file descriptors at {} connections", open);
+        evict_oldest(nullptr);
+        pause.expires_after(std::chrono::milliseconds(20));
+        co_await pause.async_wait(asio::as_tuple(use_awaitable));
+      }
+    }
+  }
+
+  asio::awaitable<void> sweep_loop() {
+    for (;;) {
+      sweep_timer.expires_after(kSweepInterval);
+      co_await sweep_timer.async_wait(asio::as_tuple(use_awaitable));
+      if (stopping_now && connections.empty()) break;
+      const Clock::time_point now = Clock::now();
+      const bool force = stopping_now && now >= force_at;
+      // Expiring cancels I/O; the connections then end in later steps, so the list holds.
+      for (const auto& c : connections) {
+        if (force) {
+          c->shut();
+        } else if (std::optional<Clock::time_point> d = c->deadline(); d && now >= *d) {
+          ++timed_out;
+          c->expire();
+        }
+      }
+    }
+  }
+
+  void begin_stop(std::chrono::milliseconds force_after) {
+    if (stopping_now) return;
+    stopping_now = true;
+    force_at = after(Clock::now(), force_after);
+    boost::system::error_code ec;
+    acceptor.close(ec);
+    for (const auto& c : connections)
+      if (c->evictable() || c->phase() == Connection::Phase::kBody) c->close();
   }
 };
 
-HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
-  Impl& impl = *impl_;
-  const size_t threads = std::max<size_t>(impl.options.threads, 1);
-  impl.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl.server.set_socket_options([&impl](socket_t fd) {
-    httplib::default_socket_options(fd);
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // inherited by accepted sockets
-    impl.listen_fd = fd;
-  });
-  impl.server.set_payload_max_length(impl.options.max_body_bytes);
-  impl.server.set_keep_alive_timeout(impl.options.keep_alive_seconds);
+HttpServer::HttpServer(HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 
-  impl.server.set_pre_routing_handler([&impl](const httplib::Request& req, httplib::Response& res) {
-    if (!impl.guard) return httplib::Server::HandlerResponse::Unhandled;
-    std::optional<HttpResponse> answer = impl.guard(convert(req));
-    if (!answer) return httplib::Server::HandlerResponse::Unhandled;
-    apply(std::move(*answer), res);
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // The library calls this for every status >= 400, ours included: fill in only its own errors.
-  impl.server.set_error_handler(httplib::Server::HandlerWithResponse(
-      [&impl](const httplib::Request&, httplib::Response& res) {
-        if (!res.body.empty() || res.is_chunked_content_provider_)
-          return httplib::Server::HandlerResponse::Unhandled;
-        apply(impl.error_response(res.status), res);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  auto handler = [&impl](const httplib::Request& req, httplib::Response& res) {
-    apply(impl.dispatch(convert(req)), res);
-  };
-  impl.server.set_exception_handler(
-      [&impl](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          log::error("unhandled error in an HTTP handler: {}", e.what());
-        } catch (...) {
-          log::error("unhandled error in an HTTP handler");
-        }
-        apply(impl.error_response(500), res);
-      });
-  const std::string any = ".*";
-  impl.server.Get(any, handler);
-  impl.server.Post(any, handler);
-  impl.server.Put(any, handler);
-  impl.server.Patch(any, handler);
-  impl.server.Delete(any, handler);
-  impl.server.Options(any, handler);
-}
+HttpServer::~HttpServer() { stop(std::chrono::milliseconds(0)); }
 
-HttpServer::~HttpServer() { stop(); }
-
-void HttpServer::route(const std::string& method, const std::string& path, HttpHandler handler) {
-  impl_->routes.push_back(Route{method, path, std::move(handler)});
+void HttpServer::route(const std::string& method, const std::string& path, HttpHandler handler,
+                       bool inline_handler) {
+  impl_->routes.push_back(Route{method, path, std::move(handler), inline_handler});
 }
 
 void HttpServer::set_guard(std::function<std::optional<HttpResponse>(const HttpRequest&)> guard) {
-  impl_->guard = std::move(guard);
+  impl_->guard_fn = std::move(guard);
 }
 
-void HttpServer::set_error_body(std::function<HttpResponse(int status)> make) {
+void HttpServer::set_error_body(std::function<HttpResponse(int, const std::string&)> make) {
   impl_->error_body = std::move(make);
 }
 
 int HttpServer::bind() {
-  const HttpServerOptions& o = impl_->options;
-  int port = o.port;
-  if (port == 0) {
-    port = impl_->server.bind_to_any_port(o.host);
-    check(port > 0, ErrorKind::kIo, "cannot listen on {} (any port)", o.host);
-  } else {
-    check(impl_->server.bind_to_port(o.host, port), ErrorKind::kIo,
-          "cannot listen on {}:{} (in use, or not an address of this machine?)", o.host, port);
-  }
-  // The library listened with a backlog of 5; raise it on the same socket.
-  const int fd = impl_->listen_fd;
-  check(fd >= 0 && ::listen(fd, o.listen_backlog) == 0, ErrorKind::kIo,
-        "cannot set the listen backlog on {}:{}", o.host, port);
-  return port;
+  Impl& impl = *impl_;
+  const HttpServerOptions& o = impl.config;
+  boost::system::error_code ec;
+  tcp::resolver resolver(impl.io);
+  const auto found = resolver.resolve(o.host, std::to_string(o.port),
+                                      tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  check(!ec && !found.empty(), ErrorKind::kIo, "cannot listen on {}:{}: {}", o.host, o.port,
+        ec ? ec.message() : "no such address");
+  const tcp::endpoint endpoint = found.begin()->endpoint();
+  impl.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) impl.acceptor.bind(endpoint, ec);
+  check(!ec, ErrorKind::kIo, "cannot listen on {}:{} ({}: in use, or not an address of this "
+        "machine?)", o.host, o.port, ec.message());
+  impl.acceptor.listen(o.listen_backlog, ec);
+  check(!ec, ErrorKind::kIo, "cannot listen on {}:{}: {}", o.host, o.port, ec.message());
+  impl.cap = connection_cap(o.policy.max_connections);
+  if (impl.cap < o.policy.max_connections)
+    log::info("serving at most {} connections at once (the open-file limit)", impl.cap);
+  return impl.acceptor.local_endpoint().port();
 }
 
 void HttpServer::run() {
-  impl_->run_called = true;
-  if (!impl_->stop_requested) impl_->server.listen_after_bind();
-  impl_->run_returned = true;
+  Impl& impl = *impl_;
+  if (impl.stop_requested) return;
+  asio::co_spawn(impl.io, impl.accept_loop(), asio::detached);
+  asio::co_spawn(impl.io, impl.sweep_loop(), asio::detached);
+  impl.io.run();
 }
 
-void HttpServer::stop() {
-  // The library ignores stop() until its loop runs; wait for that when run() has begun.
-  if (impl_->stop_requested.exchange(true)) return;  // the library asserts on a second stop
-  if (!impl_->run_called) return;
-  while (!impl_->server.is_running() && !impl_->run_returned)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  impl_->server.stop();
+void HttpServer::stop(std::chrono::milliseconds force_after) {
+  impl_->stop_requested = true;
+  asio::post(impl_->io, [impl = impl_.get(), force_after] { impl->begin_stop(force_after); });
+}
+
+HttpServer::Stats HttpServer::stats() const {
+  const Impl& impl = *impl_;
+  return Stats{impl.open_count, impl.accepted, impl.refused,
+               impl.evicted,    impl.timed_out, impl.rejected};
 }
 
 }  // namespace strata::server

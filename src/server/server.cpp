@@ -25,6 +25,8 @@ namespace {
 
 constexpr std::chrono::milliseconds kPollInterval{
     50};  // how often a waiting stream checks its client
+// After the grace period's cancellations, how long their clients have to read the end.
+constexpr std::chrono::milliseconds kShutdownMargin{500};
 
 HttpResponse json_response(int status, const OrderedJson& body) {
   HttpResponse r;
@@ -36,27 +38,27 @@ HttpResponse json_response(int status, const OrderedJson& body) {
 HttpResponse error_response(const ApiError& e) {
   HttpResponse r = json_response(e.status(), e.to_json());
   if (e.status() == 401) r.headers["WWW-Authenticate"] = "Bearer";
+  if (e.status() == 503) r.headers["Retry-After"] = "1";
   return r;
 }
 
-HttpResponse library_error(int status, size_t max_body_bytes) {
+// The errors the HTTP layer answers by itself, in OpenAI's shape.
+HttpResponse library_error(int status, const std::string& why) {
   switch (status) {
     case 404:
-      return error_response(ApiError(404, "Not found: no such endpoint.", {}, "not_found"));
+      return error_response(ApiError(404, why, {}, "not_found"));
     case 405:
-      return error_response(
-          ApiError(405, "Method not allowed for this endpoint.", {}, "method_not_allowed"));
+      return error_response(ApiError(405, why, {}, "method_not_allowed"));
     case 413:
-      return error_response(ApiError(
-          413, fmt::format("The request body is too large: the limit is {} bytes.", max_body_bytes),
-          {}, "request_too_large"));
+      return error_response(ApiError(413, why, {}, "request_too_large"));
     case 500:
-      return error_response(ApiError(500, "Internal server error.", {}, {}, "server_error"));
+      return error_response(ApiError(500, why, {}, {}, "server_error"));
+    case 503:
+      return error_response(ApiError(503, why, {}, "server_busy", "server_error"));
     default:
       break;
   }
-  return error_response(
-      ApiError(status, fmt::format("The HTTP request was rejected ({}).", status)));
+  return error_response(ApiError(status, why));
 }
 
 uint64_t random_seed() {
@@ -79,11 +81,7 @@ struct Server::Impl {
   Impl(ServerOptions o, ServedModel m)
       : options(std::move(o)),
         model(m),
-        http(HttpServerOptions{
-            .host = options.host,
-            .port = options.port,
-            .threads = options.max_concurrency + 16,  // + health, metrics, idle keep-alives
-            .max_body_bytes = options.max_body_bytes}),
+        http(http_options(options)),
         queue(m.engine, options.max_concurrency) {
     eos_ids = model.tokenizer.eos_ids();
     for (int32_t id : model.engine.model().config().eos_token_ids)
@@ -91,16 +89,24 @@ struct Server::Impl {
     add_routes();
   }
 
+  static HttpServerOptions http_options(const ServerOptions& o) {
+    // Every admitted request may hold a worker for its whole generation; the rest serve
+    // tokenization and rejections meanwhile.
+    return HttpServerOptions{.host = o.host,
+                             .port = o.port,
+                             .threads = o.max_concurrency + 16,
+                             .policy = o.connections};
+  }
+
   int64_t context_size() const { return model.engine.options().context_size; }
 
   void add_routes() {
-    http.set_error_body(
-        [max = options.max_body_bytes](int status) { return library_error(status, max); });
+    http.set_error_body(library_error);
     if (!options.api_key.empty()) {
       http.set_guard([this](const HttpRequest& r) -> std::optional<HttpResponse> {
         if (r.path == "/health") return std::nullopt;  // for liveness probes
         if (auto e = check_bearer(r.header("authorization"), options.api_key)) {
-          metrics.count_request(r.path, 401);
+          metrics.count_request("(unauthorized)", 401);  // not the path: clients choose it
           return error_response(*e);
         }
         return std::nullopt;
@@ -110,18 +116,22 @@ struct Server::Impl {
       const std::string p = prefix;
       add("POST", p + "/chat/completions", [this](const HttpRequest& r) { return chat(r); });
       add("POST", p + "/completions", [this](const HttpRequest& r) { return completion(r); });
-      add("GET", p + "/models", [this](const HttpRequest&) { return models(); });
-      add("GET", p + "/models/*", [this](const HttpRequest& r) { return model_by_id(r); });
+      add("GET", p + "/models", [this](const HttpRequest&) { return models(); }, kInline);
+      add("GET", p + "/models/*", [this](const HttpRequest& r) { return model_by_id(r); },
+          kInline);
     }
-    add("GET", "/health", [this](const HttpRequest&) { return health(); });
-    add("GET", "/metrics", [this](const HttpRequest&) { return prometheus(); });
+    // Answered on the event loop: a probe gets its answer even while every worker is busy.
+    add("GET", "/health", [this](const HttpRequest&) { return health(); }, kInline);
+    add("GET", "/metrics", [this](const HttpRequest&) { return prometheus(); }, kInline);
     add("POST", "/tokenize", [this](const HttpRequest& r) { return tokenize(r); });
     add("POST", "/detokenize", [this](const HttpRequest& r) { return detokenize(r); });
   }
 
+  static constexpr bool kInline = true;
+
   // Registers a route whose ApiErrors (and errors from the layers below) become OpenAI errors.
   void add(const char* method, const std::string& path,
-           std::function<HttpResponse(const HttpRequest&)> handler) {
+           std::function<HttpResponse(const HttpRequest&)> handler, bool inline_handler = false) {
     http.route(method, path, [this, path, handler = std::move(handler)](const HttpRequest& r) {
       HttpResponse response;
       try {
@@ -136,7 +146,7 @@ struct Server::Impl {
       }
       metrics.count_request(path, response.status);
       return response;
-    });
+    }, inline_handler);
   }
 
   void check_model(const std::string& name) const {
@@ -356,13 +366,13 @@ struct Server::Impl {
     return g;
   }
 
-  std::shared_ptr<GenerationStream> submit(runtime::GenerationRequest g, const GenerationOptions& o,
-                                           StreamSettings settings) {
+  std::shared_ptr<GenerationStream> submit(Admission admission, runtime::GenerationRequest g,
+                                           const GenerationOptions& o, StreamSettings settings) {
     settings.stops = o.stop;
     settings.top_logprobs = o.logprobs;
     auto job =
         std::make_shared<GenerationStream>(model.tokenizer, std::move(g), std::move(settings));
-    queue.submit(job);
+    queue.submit(std::move(admission), job);
     return job;
   }
 
@@ -434,6 +444,7 @@ struct Server::Impl {
   HttpResponse chat(const HttpRequest& http_request) {
     ChatCompletionRequest r = parse_chat_request(parse_body(http_request.body));
     check_model(r.options.model);
+    Admission admission = queue.admit();  // before rendering: a refusal costs nothing more
     const control::ThinkControlConfig& think_config = options.think_control;
     const control::TaskSignals task = task_signals(r);
     const bool routed =
@@ -467,10 +478,10 @@ struct Server::Impl {
           r.max_thinking_tokens.value_or(think_config.max_thinking_tokens), g.max_tokens);
     if (settings.think) g.max_tokens = std::min(settings.think->engine_max_tokens(), room);
     if (opening) settings.opening = opening_settings(*opening, *settings.parser);
-    auto job = submit(std::move(g), r.options, std::move(settings));
+    auto job = submit(std::move(admission), std::move(g), r.options, std::move(settings));
     const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
     return r.options.stream ? stream_chat(job, header, r.options.include_usage, routed)
-                            : whole_chat(job, header, routed);
+                            : whole_chat(http_request, job, header, routed);
   }
 
   // The "strata" extension of a chat response, when think control had a say in it.
@@ -479,9 +490,9 @@ struct Server::Impl {
     return strata_extension_json(routed, job.think());
   }
 
-  HttpResponse whole_chat(std::shared_ptr<GenerationStream> job, ResponseHeader header,
-                          bool routed) {
-    return whole(job, [this, job, header, routed](const StreamUpdate& u) {
+  HttpResponse whole_chat(const HttpRequest& http_request, std::shared_ptr<GenerationStream> job,
+                          ResponseHeader header, bool routed) {
+    return whole(http_request, *job, [this, job, header, routed](const StreamUpdate& u) {
       OrderedJson logprobs = nullptr;
       if (job->request.top_logprobs >= 0)
         logprobs = chat_logprobs_json(job->logprobs(), token_text(false));
@@ -492,22 +503,24 @@ struct Server::Impl {
     });
   }
 
-  // A non-streaming response: waits for the generation (sent chunked, so that a disconnect is
-  // noticed), then writes the error or body(final update).
+  // A non-streaming response: waits for the whole generation, watching the client (it is
+  // cancelled the moment the client goes), then answers with its status: an engine error is a
+  // 500, never a 200 with an error body.
   template <typename Body>
-  HttpResponse whole(std::shared_ptr<GenerationStream> job, Body body) {
-    HttpResponse response;
-    response.stream = [this, job, body](BodyWriter& out) {
-      StreamUpdate u;
-      if (!follow(*job, out, u, [](const StreamUpdate&) { return true; })) return;
-      observe(*job);
-      if (auto e = failure(u)) {
-        out.write(dump(e->to_json()));
-        return;
+  HttpResponse whole(const HttpRequest& http_request, GenerationStream& job, Body body) {
+    StreamUpdate u;
+    for (;;) {
+      u = job.wait(kPollInterval);
+      if (u.done) break;
+      if (!http_request.client_connected()) {
+        job.cancel();
+        return error_response(ApiError(499, "The client closed the connection.", {},
+                                       "client_closed_request"));
       }
-      out.write(dump(body(u)));
-    };
-    return response;
+    }
+    observe(job);
+    if (auto e = failure(u)) return error_response(*e);
+    return json_response(200, body(u));
   }
 
   HttpResponse stream_chat(std::shared_ptr<GenerationStream> job, ResponseHeader header,
@@ -555,6 +568,7 @@ struct Server::Impl {
   HttpResponse completion(const HttpRequest& http_request) {
     const CompletionRequest r = parse_completion_request(parse_body(http_request.body));
     check_model(r.options.model);
+    Admission admission = queue.admit();  // before tokenizing: a refusal costs nothing more
     std::vector<int32_t> prompt;
     std::string prompt_text;
     if (const auto* text = std::get_if<std::string>(&r.prompt)) {
@@ -575,17 +589,19 @@ struct Server::Impl {
     }
     StreamSettings settings;
     settings.skip_special_tokens = true;
-    auto job = submit(generation_request(r.options, std::move(prompt), "prompt", 16), r.options,
+    auto job = submit(std::move(admission),
+                      generation_request(r.options, std::move(prompt), "prompt", 16), r.options,
                       std::move(settings));
     const ResponseHeader header{new_response_id("cmpl-"), unix_time_now(), options.model_id};
     const std::string echo = r.echo ? prompt_text : std::string();
     return r.options.stream ? stream_completion(job, header, r.options.include_usage, echo)
-                            : whole_completion(job, header, echo);
+                            : whole_completion(http_request, job, header, echo);
   }
 
-  HttpResponse whole_completion(std::shared_ptr<GenerationStream> job, ResponseHeader header,
+  HttpResponse whole_completion(const HttpRequest& http_request,
+                                std::shared_ptr<GenerationStream> job, ResponseHeader header,
                                 std::string echo) {
-    return whole(job, [this, job, header, echo](const StreamUpdate& u) {
+    return whole(http_request, *job, [this, job, header, echo](const StreamUpdate& u) {
       OrderedJson logprobs = nullptr;
       if (job->request.top_logprobs >= 0)
         logprobs = completion_logprobs_json(job->logprobs(), token_text(true));
@@ -644,7 +660,9 @@ int Server::bind() { return impl_->http.bind(); }
 void Server::run() { impl_->http.run(); }
 
 void Server::shutdown(std::chrono::milliseconds grace) {
-  impl_->http.stop();
+  // Connections still open a moment after the generations were cancelled are shut, so that no
+  // client that stopped reading holds the process.
+  impl_->http.stop(grace + kShutdownMargin);
   impl_->queue.close(grace);
 }
 

@@ -13,6 +13,7 @@
 
 #include "control/think_control.h"
 #include "runtime/engine.h"
+#include "server/http.h"
 #include "text/chat/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -24,7 +25,8 @@ struct ServerOptions {
   std::string api_key;  // empty: no authentication
   // Requests admitted at once (generating + queued); more get 503. Also sizes the HTTP threads.
   size_t max_concurrency = 64;
-  size_t max_body_bytes = 16 << 20;
+  // Request sizes (the body limit included), connection caps and deadlines.
+  ConnectionPolicy connections;
   std::string model_id;              // the name /v1/models reports and requests may use
   std::vector<std::string> aliases;  // other accepted names
   // Thinking budget, loop detection, escape hints and the retrieval router for chat requests.

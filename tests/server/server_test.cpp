@@ -300,7 +300,7 @@ TEST(Server, ContextOverflowIsA400) {
 
 TEST(Server, ErrorsUseOpenAisShapeAndStatus) {
   server::ServerOptions options;
-  options.max_body_bytes = 4096;
+  options.connections.limits.max_body_bytes = 4096;
   TestServer s("ok", options);
   auto expect_error = [](const HttpResult& r, int status, const std::string& code) {
     EXPECT_EQ(r.status, status) << r.body;
