@@ -4,6 +4,11 @@
 // is counted against the server's body-memory budget while it is held.
 #include "server/http_connection.h"
 
+// Two GCC 12 coroutine bugs shape this file: a co_await inside a condition (`if (co_await f())`,
+// `a && co_await b`) miscompiled (SIGILL), and a temporary with a destructor among a co_await's
+// arguments was destroyed twice (a double free). So each co_await stands alone in its statement,
+// and its arguments are named objects.
+
 #include <poll.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -274,14 +279,15 @@ asio::awaitable<bool> Connection::answer(const HttpResponse& response, bool keep
   co_return body_written;
 }
 
-asio::awaitable<void> Connection::refuse(HttpResponse response) {
+asio::awaitable<void> Connection::refuse_with(const HttpResponse& response) {
   host_.count_rejected();
   const bool answered = co_await answer(response, /*keep_alive=*/false);
   if (answered) co_await drain();
 }
 
 asio::awaitable<void> Connection::refuse(const HttpRefusal& refusal) {
-  co_await refuse(host_.error_response(refusal.status, refusal.why));
+  const HttpResponse response = host_.error_response(refusal.status, refusal.why);
+  co_await refuse_with(response);
 }
 
 // After a last answer: shut our side, then read and drop what the client still sends for a
@@ -351,7 +357,8 @@ asio::awaitable<void> Connection::serve_requests() {
       if (!more) {
         if (expired_ && reader.started()) {
           expired_ = false;  // the answer gets its own write deadline
-          co_await refuse(HttpRefusal{408, "The request's headers did not arrive in time."});
+          const HttpRefusal late{408, "The request's headers did not arrive in time."};
+          co_await refuse(late);
         }
         co_return;
       }
@@ -363,7 +370,7 @@ asio::awaitable<void> Connection::serve_requests() {
     first_request_ = false;
     reader.request().client_address = address_;
     if (std::optional<HttpResponse> answer = host_.guard(reader.request())) {
-      co_await refuse(std::move(*answer));  // its body, if any, is never read
+      co_await refuse_with(*answer);  // its body, if any, is never read
       co_return;
     }
 
@@ -377,7 +384,8 @@ asio::awaitable<void> Connection::serve_requests() {
         return r;
       };
       if (!memory.hold(reader.content_length().value_or(0))) {
-        co_await refuse(busy());
+        const HttpResponse busy_answer = busy();
+        co_await refuse_with(busy_answer);
         co_return;
       }
       if (reader.expects_continue()) {
@@ -388,7 +396,8 @@ asio::awaitable<void> Connection::serve_requests() {
       for (;;) {
         input_.erase(0, reader.feed(input_));
         if (!memory.hold(reader.body_size())) {  // chunked: held as it grows
-          co_await refuse(busy());
+          const HttpResponse busy_answer = busy();
+          co_await refuse_with(busy_answer);
           co_return;
         }
         if (reader.stage() != RequestReader::Stage::kBody) break;
@@ -396,7 +405,8 @@ asio::awaitable<void> Connection::serve_requests() {
         if (!more) {
           if (expired_) {
             expired_ = false;
-            co_await refuse(HttpRefusal{408, "The request's body did not arrive in time."});
+            const HttpRefusal late{408, "The request's body did not arrive in time."};
+            co_await refuse(late);
           }
           co_return;
         }
@@ -409,13 +419,11 @@ asio::awaitable<void> Connection::serve_requests() {
 
     const bool http11 = reader.http11();
     bool keep_alive = reader.keep_alive();
-    HttpResponse response;
-    {
-      HttpRequest request = reader.take();
-      request.connected = [probe = probe_] { return probe->connected(); };
-      enter(Phase::kHandling);
-      response = co_await host_.dispatch(request);
-    }  // the body is freed here, before the answer is written
+    HttpRequest request = reader.take();
+    request.connected = [probe = probe_] { return probe->connected(); };
+    enter(Phase::kHandling);
+    HttpResponse response = co_await host_.dispatch(request);
+    request = HttpRequest{};  // the body is freed before the answer is written
     memory.release();
     keep_alive = keep_alive && !host_.stopping() && !closed_;
     if (response.stream) {

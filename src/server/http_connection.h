@@ -94,7 +94,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::awaitable<bool> read_more();
   boost::asio::awaitable<bool> write_all(std::string_view data);
   boost::asio::awaitable<bool> answer(const HttpResponse& response, bool keep_alive);
-  boost::asio::awaitable<void> refuse(HttpResponse response);
+  // A last answer (an error): written, then the connection drains and closes.
+  boost::asio::awaitable<void> refuse_with(const HttpResponse& response);
   boost::asio::awaitable<void> refuse(const HttpRefusal& refusal);
   boost::asio::awaitable<bool> stream_body(HttpResponse& response, bool chunked);
   boost::asio::awaitable<void> drain();

@@ -3,6 +3,7 @@
 // workers. Only the loop touches the connection registry, so it needs no lock. Why not the
 // cpp-httplib this replaced: it holds a thread per connection for as long as the connection
 // lasts, so 80 clients sending a header byte a second blocked every route.
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -36,6 +37,16 @@ namespace {
 
 constexpr std::chrono::milliseconds kSweepInterval{100};
 constexpr size_t kReservedFiles = 64;  // descriptors kept for everything but connections
+constexpr size_t kLargeBody = 1 << 20;  // after a request this large, free memory goes back
+
+// A large request leaves its parse's garbage in the worker's malloc arena, and glibc keeps what
+// an arena once held: after a hundred 16 MiB requests spread over the workers, the process held
+// 860 MB more than before. Giving free pages back after each large request keeps it flat.
+void return_free_memory() {
+#ifdef __GLIBC__
+  ::malloc_trim(0);
+#endif
+}
 
 struct Route {
   std::string method;
@@ -150,12 +161,16 @@ struct HttpServer::Impl final : ConnectionHost {
                                           : "Not found: no such endpoint.");
     }
     if (route->inline_handler) co_return call(*route, request);
-    co_return co_await asio::co_spawn(
-        workers,
-        [this, route, &request]() -> asio::awaitable<HttpResponse> {
-          co_return call(*route, request);
-        },
-        use_awaitable);
+    auto on_worker = [this, route, &request]() -> asio::awaitable<HttpResponse> {
+      HttpResponse response = call(*route, request);
+      if (request.body.size() >= kLargeBody) {
+        std::string().swap(request.body);
+        return_free_memory();
+      }
+      co_return response;
+    };
+    HttpResponse response = co_await asio::co_spawn(workers, std::move(on_worker), use_awaitable);
+    co_return response;
   }
 
   void run_on_worker(std::function<void()> work) override {
@@ -270,6 +285,7 @@ struct HttpServer::Impl final : ConnectionHost {
     acceptor.close(ec);
     for (const auto& c : connections)
       if (c->evictable() || c->phase() == Connection::Phase::kBody) c->close();
+    if (connections.empty()) sweep_timer.cancel();  // nothing to wait for
   }
 };
 

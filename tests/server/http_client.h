@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,6 +42,20 @@ class HttpConnection {
   HttpConnection& operator=(const HttpConnection&) = delete;
 
   bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+
+  // True when the peer closes the connection within `within` (what it sends first is dropped).
+  bool peer_closed(std::chrono::milliseconds within = std::chrono::milliseconds(3000)) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 100};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return true;  // an orderly close, or a reset
+    }
+    return false;
+  }
   void close() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;

@@ -1,13 +1,15 @@
 // ReplyModel: a model::Model whose "prediction" is a fixed reply after the prompt, so server tests know
 // exactly what the engine generates (reasoning tags, tool calls, stop strings) through the real
 // Engine and sampler. After the script it predicts `end_id` (EOS), or repeats `filler_id` forever
-// when endless. `step_delay` slows each forward call, for queue and disconnect tests.
+// when endless. `step_delay` slows each forward call, for queue and disconnect tests; `fail` makes
+// the first step after the prompt throw, as an engine failure would.
 #pragma once
 
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
 #include "one_hot_model.h"
 
 namespace strata::test {
@@ -20,6 +22,7 @@ class ReplyModel : public OneHotModel {
     bool endless = false;
     int32_t filler_id = 0;
     std::chrono::milliseconds step_delay{0};
+    bool fail = false;
   };
 
   ReplyModel(int64_t vocab_size, Script script) : OneHotModel(vocab_size, "scripted"), script_(std::move(script)) {}
@@ -34,6 +37,7 @@ class ReplyModel : public OneHotModel {
                bool /*all_logits*/) override {
     if (script_.step_delay.count() > 0) std::this_thread::sleep_for(script_.step_delay);
     if (state.n_tokens == 0) prompt_length_ = static_cast<int64_t>(tokens.size());
+    if (script_.fail && state.n_tokens > 0) throw Error(ErrorKind::kInternal, "scripted failure");
     state.n_tokens += static_cast<int64_t>(tokens.size());
     const size_t generated = static_cast<size_t>(state.n_tokens - prompt_length_);
     int32_t next = script_.endless ? script_.filler_id : script_.end_id;

@@ -159,7 +159,9 @@ void matmul_quantized_fused(const float* x, int64_t T, const Weight& w, float* o
 
 void matmul_quantized_blocked(const float* x, int64_t T, const Weight& w, float* out) {
   const int64_t N = w.rows(), K = w.cols();
-  std::vector<float> block(static_cast<size_t>(std::min(N, kDequantBlock) * K));
+  // Reused, not allocated per call: megabytes each prompt matmul would otherwise map anew.
+  static thread_local std::vector<float> block;
+  block.resize(static_cast<size_t>(std::min(N, kDequantBlock) * K));
   for (int64_t n0 = 0; n0 < N; n0 += kDequantBlock) {
     const int64_t nb = std::min(kDequantBlock, N - n0);
     dequantize_rows(w, n0, nb, block.data());
