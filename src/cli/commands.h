@@ -57,6 +57,12 @@ struct ServeArgs {
   std::string chat_template;  // a .jinja (or .json) file overriding the model's template
   size_t max_concurrency = 64;
   size_t max_body_bytes = 16 << 20;
+  size_t max_connections = 4096;             // open at once (within the open-file limit)
+  size_t max_connections_per_client = 1024;  // open at once from one client address
+  double header_timeout = 10;      // seconds from a request's first byte to its last header
+  double body_timeout = 60;        // seconds for a request's body
+  double keep_alive_timeout = 5;   // seconds a connection may wait for its next request
+  double write_timeout = 30;       // seconds a response write may make no progress
   std::vector<std::string> alias;  // names requests may use for the model; the first is reported
   std::string quantize;
   std::string device = "auto";

@@ -77,6 +77,18 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes, "Largest request body accepted (413 beyond)")
       ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--max-connections", serve.max_connections, "Connections open at once; at the cap the longest-waiting idle one is closed")
+      ->check(CLI::Range(1, 1 << 20));
+  serve_cmd->add_option("--max-connections-per-client", serve.max_connections_per_client, "Connections open at once from one client address")
+      ->check(CLI::Range(1, 1 << 20));
+  serve_cmd->add_option("--header-timeout", serve.header_timeout, "Seconds from a request's first byte to the end of its headers (408 beyond)")
+      ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--body-timeout", serve.body_timeout, "Seconds a request's body may take to arrive (408 beyond)")
+      ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--keep-alive-timeout", serve.keep_alive_timeout, "Seconds an idle connection may wait for its next request")
+      ->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--write-timeout", serve.write_timeout, "Seconds a response may wait on a client that reads nothing")
+      ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--alias", serve.alias, "A model name clients may use (repeatable; the first is reported)");
   serve_cmd->add_option("--quantize", serve.quantize, "Quantize on load: q4 or q8")->check(CLI::IsMember({"q4", "q8", "none"}));
   add_placement_options(*serve_cmd, serve.device, serve.kv_cache_type);

@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,9 +104,37 @@ void keep_large_buffers_out_of_arenas() {
 #endif
 }
 
+std::chrono::milliseconds milliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+server::ConnectionPolicy connection_policy(const ServeArgs& args) {
+  server::ConnectionPolicy p;
+  p.limits.max_body_bytes = args.max_body_bytes;
+  // Room for a few maximal bodies at once, whatever the body limit.
+  p.max_body_memory = std::max(p.max_body_memory, 4 * args.max_body_bytes);
+  p.max_connections = args.max_connections;
+  p.max_connections_per_client = args.max_connections_per_client;
+  p.head_timeout = milliseconds(args.header_timeout);
+  p.body_timeout = milliseconds(args.body_timeout);
+  p.idle_timeout = milliseconds(args.keep_alive_timeout);
+  p.write_timeout = milliseconds(args.write_timeout);
+  return p;
+}
+
+// Each connection is a descriptor: the soft open-file limit (often 1024) rises to the hard one,
+// so that --max-connections can be met.
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 int run_serve(const ServeArgs& args) {
   ::signal(SIGPIPE, SIG_IGN);  // a client that went away is seen as a failed write
   keep_large_buffers_out_of_arenas();
+  raise_open_file_limit();
 
   const control::ThinkControlConfig think_control = think_config(args.think_config);
   auto tokenizer = text::Tokenizer::load(args.model);
@@ -121,7 +150,7 @@ int run_serve(const ServeArgs& args) {
   options.port = args.port;
   options.api_key = args.api_key;
   options.max_concurrency = args.max_concurrency;
-  options.connections.limits.max_body_bytes = args.max_body_bytes;
+  options.connections = connection_policy(args);
   options.model_id = args.alias.empty() ? model_name(args.model) : args.alias.front();
   options.aliases = args.alias;
   options.aliases.push_back(model_name(args.model));
@@ -146,7 +175,7 @@ int run_serve(const ServeArgs& args) {
 
   std::atomic<bool> finished{false};
   std::thread watcher(watch_signals, std::ref(server), pipe_fds[0],
-                      std::chrono::milliseconds(static_cast<int64_t>(args.shutdown_timeout * 1000)),
+                      milliseconds(args.shutdown_timeout),
                       std::cref(finished));
   server.run();
   finished = true;

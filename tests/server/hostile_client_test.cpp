@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -15,6 +17,7 @@
 #include "core/json.h"
 #include "http_client.h"
 #include "serve_process.h"
+#include "test_util.h"
 
 namespace strata::test {
 namespace {
@@ -298,6 +301,32 @@ TEST(HostileClients, MalformedFramingIsRefusedAndPipelinedRequestsAreAllAnswered
   for (size_t p = 0; (p = all.find("HTTP/1.1 200 OK", p)) != std::string::npos; ++p) ++answers;
   EXPECT_EQ(answers, 3u) << all;
   expect_serving(server);
+}
+
+// A model whose config the engine could not run (a negative norm epsilon) is refused when
+// `strata serve` loads it, with a message naming the key, instead of failing every request.
+TEST(HostileClients, ServeRefusesAModelConfigItCouldNotRun) {
+  const std::string demo = std::string(STRATA_TEST_FIXTURES) + "/../../models/strata-demo";
+  const std::string dir = scratch_dir("bad_config_model");
+  for (const char* file : {"model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                           "chat_template.jinja", "generation_config.json"})
+    std::filesystem::create_symlink(demo + "/" + file, dir + "/" + file);
+  std::ifstream in(demo + "/config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string eps = "\"rms_norm_eps\": 1e-06";
+  const size_t at = config.find(eps);
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, eps.size(), "\"rms_norm_eps\": -1e-06");
+  write_bytes(dir + "/config.json", config);
+  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata serve --port 0 --model " +
+                          dir + " 2>&1 < /dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[1024];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  EXPECT_NE(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("rms_norm_eps"), std::string::npos) << out;
 }
 
 }  // namespace
