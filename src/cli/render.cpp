@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/json.h"
+#include "core/json_limits.h"
 #include "core/mmap.h"
 #include "text/chat/chat_template.h"
 
@@ -18,9 +19,8 @@ using text::chat::OrderedJson;
 OrderedJson read_ordered_json(const std::string& path) {
   const std::string text =
       path == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_file(path);
-  OrderedJson j = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
-  check(!j.is_discarded(), ErrorKind::kInvalidInput, "{}: invalid JSON", path);
-  return j;
+  // The server's limits, so that what renders here is what a request may hold.
+  return parse_limited_json_or_throw(text, path);
 }
 
 int usage_error(const std::string& message) {
@@ -36,8 +36,9 @@ int run_render(const RenderArgs& args) {
   }
   OrderedJson kwargs = OrderedJson::object();
   if (!args.kwargs.empty()) {
-    kwargs = OrderedJson::parse(args.kwargs, nullptr, /*allow_exceptions=*/false);
-    if (kwargs.is_discarded() || !kwargs.is_object()) {
+    LimitedJson parsed = parse_limited_json(args.kwargs);
+    kwargs = std::move(parsed.value);
+    if (!parsed.ok() || !kwargs.is_object()) {
       return usage_error("--kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'");
     }
   }

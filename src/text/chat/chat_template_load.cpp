@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/json_limits.h"
 #include "core/mmap.h"
 #include "formats/gguf.h"
 #include "text/chat/chat_template.h"
@@ -26,9 +27,7 @@ struct Found {
 };
 
 OrderedJson read_ordered_json(const std::string& path) {
-  OrderedJson j = OrderedJson::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
-  check(!j.is_discarded(), ErrorKind::kInvalidInput, "{}: invalid JSON", path);
-  return j;
+  return parse_limited_json_or_throw(read_file(path), path, kModelFileJsonLimits);
 }
 
 // "chat_template" of tokenizer_config.json or chat_template.json: a string, or HF's list of

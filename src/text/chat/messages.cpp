@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "text/chat/chat_template.h"
 
 namespace strata::text::chat {
@@ -46,10 +47,15 @@ void normalize_tool_calls(OrderedJson& calls, size_t index) {
       *args = OrderedJson::object();
       continue;
     }
-    OrderedJson parsed = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
-    check(!parsed.is_discarded(), ErrorKind::kInvalidInput,
+    // A client's text, parsed under the request body's limits: the object it becomes is walked
+    // recursively by the template engine.
+    LimitedJson parsed = parse_limited_json(text);
+    check(parsed.fault != JsonFault::kSyntax, ErrorKind::kInvalidInput,
           "messages[{}].tool_calls[{}].function.arguments is not valid JSON", index, c);
-    *args = std::move(parsed);
+    check(parsed.ok(), ErrorKind::kInvalidInput,
+          "messages[{}].tool_calls[{}].function.arguments is refused: {}", index, c,
+          parsed.message);
+    *args = std::move(parsed.value);
   }
 }
 

@@ -276,8 +276,7 @@ bool OutputParser::step_mistral_call(bool at_end, ParsedDelta& delta) {
   if (rest[0] == '[' || rest[0] == '{') {  // [{"name": ..., "arguments": {...}}, ...]
     const std::optional<size_t> end = detail::json_value_end(rest);
     if (!end) return incomplete();
-    const auto parsed =
-        nlohmann::ordered_json::parse(rest.begin(), rest.begin() + *end, nullptr, false);
+    const auto parsed = detail::parse_or_discarded(rest.substr(0, *end));
     const nlohmann::ordered_json list =
         parsed.is_object() ? nlohmann::ordered_json::array({parsed}) : parsed;
     if (!list.is_array() || list.empty()) {
@@ -326,8 +325,7 @@ bool OutputParser::step_mistral_call(bool at_end, ParsedDelta& delta) {
     }
     const std::optional<size_t> end = detail::json_value_end(rest.substr(i));
     if (!end) return incomplete();
-    const auto args =
-        nlohmann::ordered_json::parse(rest.begin() + i, rest.begin() + i + *end, nullptr, false);
+    const auto args = detail::parse_or_discarded(rest.substr(i, *end));
     std::optional<detail::CallText> call =
         detail::call_from_json(nlohmann::ordered_json{{"name", name}, {"arguments", args}});
     if (!call) {
@@ -367,8 +365,7 @@ bool OutputParser::step_json_calls(bool at_end, ParsedDelta& delta) {
   const std::string_view rest = std::string_view(buffer_).substr(start);
   const std::optional<size_t> end = detail::json_value_end(rest);
   if (!end) return at_end ? stop() : false;
-  const auto parsed =
-      nlohmann::ordered_json::parse(rest.begin(), rest.begin() + *end, nullptr, false);
+  const auto parsed = detail::parse_or_discarded(rest.substr(0, *end));
   std::optional<detail::CallText> call = detail::call_from_json(parsed);
   if (!call) return stop();
   emit_call(std::move(call->name), std::move(call->arguments), delta);

@@ -7,7 +7,15 @@
 #include <cmath>
 #include <initializer_list>
 
+#include "core/json_limits.h"
+
 namespace strata::text::chat::detail {
+
+nlohmann::ordered_json parse_or_discarded(std::string_view text) {
+  LimitedJson parsed = parse_limited_json(text);
+  if (!parsed.ok()) return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+  return std::move(parsed.value);
+}
 
 namespace {
 
@@ -22,10 +30,6 @@ std::string_view trim(std::string_view s) {
 
 std::string dump(const OrderedJson& j) {
   return j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
-}
-
-OrderedJson parse_or_discarded(std::string_view text) {
-  return OrderedJson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
 }
 
 // The "parameters" schema's "properties" of the tool named `name`, or nullptr.

@@ -15,6 +15,10 @@ struct CallText {
   std::string arguments;  // compact JSON object
 };
 
+// Model output as JSON under the request body's limits (core/json_limits.h), or a discarded value
+// when it is not JSON or breaks a limit: the model's text is as untrusted as a client's.
+nlohmann::ordered_json parse_or_discarded(std::string_view text);
+
 // {"name": ..., "arguments" | "parameters": {...} or a JSON string of one}. nullopt when it is not
 // such an object.
 std::optional<CallText> call_from_json(const nlohmann::ordered_json& call);
