@@ -73,11 +73,12 @@ Settings resolve(const BenchArgs& args) {
   s.decode = args.decode > 0 ? args.decode : args.quick ? 8 : 128;
   s.layers = args.layers;
   s.breakdown = args.breakdown && s.device == Device::kCuda;
-  check(args.top_p > 0.0f && args.top_p <= 1.0f, ErrorKind::kInvalidInput, "--top-p must be in (0, 1]");
   s.sampling.temperature = args.temperature;
   s.sampling.top_p = args.top_p;
   s.sampling.presence_penalty = args.presence_penalty;
   s.sampling.seed = 1;
+  runtime::normalize_greedy(s.sampling);
+  runtime::check_sampling(s.sampling);
   for (int64_t n : s.prompts)
     check(n > 0, ErrorKind::kInvalidInput, "--prompt lengths must be positive");
   for (int64_t n : s.contexts)

@@ -68,6 +68,13 @@ OrderedJson assistant_message(const text::chat::ParsedMessage& m) {
 }  // namespace
 
 int run_chat(const ChatArgs& args) {
+  runtime::SamplingParams sampling;
+  sampling.temperature = args.temperature;
+  sampling.top_k = args.top_k;
+  sampling.top_p = args.top_p;
+  sampling.min_p = args.min_p;
+  runtime::normalize_greedy(sampling);
+  runtime::check_sampling(sampling);  // before the model loads: a bad flag fails fast
   auto tokenizer = text::Tokenizer::load(args.model);
   const auto chat_template = text::chat::ChatTemplate::load(args.model, args.chat_template);
   auto model =
@@ -123,6 +130,7 @@ int run_chat(const ChatArgs& args) {
     generation.sampling.top_k = args.top_k;
     generation.sampling.min_p = args.min_p;
     generation.sampling.seed = args.seed + turn++;
+    runtime::normalize_greedy(generation.sampling);
 
     text::StreamingDetokenizer detokenizer(*tokenizer);
     text::chat::OutputParser parser(chat_template.parser_config(prompt, nullptr));

@@ -30,6 +30,8 @@ int run_generate(const GenerateArgs& args) {
   request.sampling.min_p = args.min_p;
   request.sampling.repetition_penalty = args.repetition_penalty;
   request.sampling.seed = args.seed;
+  runtime::normalize_greedy(request.sampling);
+  runtime::check_sampling(request.sampling);
   if (!args.ignore_eos) {
     request.stop_ids = tokenizer->eos_ids();
     for (int32_t id : model->config().eos_token_ids)

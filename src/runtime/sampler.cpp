@@ -1,6 +1,8 @@
 // Sampler implementation.
 #include "runtime/sampler.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -8,11 +10,54 @@
 
 namespace strata::runtime {
 
+std::optional<SamplingProblem> find_sampling_problem(const SamplingParams& p) {
+  auto problem = [](const char* field, std::string message) {
+    return std::optional<SamplingProblem>(SamplingProblem{field, std::move(message)});
+  };
+  // Comparisons are written so that NaN fails them.
+  if (!std::isfinite(p.temperature))
+    return problem("temperature", fmt::format("must be a finite number, got {}", p.temperature));
+  if (p.temperature > 0.0f && !(p.temperature >= kMinTemperature))
+    return problem("temperature", fmt::format("must be 0 (greedy) or at least {}, got {}",
+                                              kMinTemperature, p.temperature));
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
+    return problem("top_p", fmt::format("must be in (0, 1], got {}", p.top_p));
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f))
+    return problem("min_p", fmt::format("must be in [0, 1], got {}", p.min_p));
+  if (p.top_k < 0) return problem("top_k", fmt::format("must be >= 0 (0: off), got {}", p.top_k));
+  // A penalty of 0 would divide positive logits by zero; an infinite one ends in inf - inf.
+  if (!(p.repetition_penalty > 0.0f && std::isfinite(p.repetition_penalty)))
+    return problem("repetition_penalty",
+                   fmt::format("must be a finite number > 0, got {}", p.repetition_penalty));
+  if (!std::isfinite(p.presence_penalty))
+    return problem("presence_penalty",
+                   fmt::format("must be a finite number, got {}", p.presence_penalty));
+  if (!std::isfinite(p.frequency_penalty))
+    return problem("frequency_penalty",
+                   fmt::format("must be a finite number, got {}", p.frequency_penalty));
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0) return problem("logit_bias", fmt::format("token ids must be >= 0, got {}", id));
+    if (!std::isfinite(bias))
+      return problem("logit_bias",
+                     fmt::format("the bias of token {} must be a finite number, got {}", id, bias));
+  }
+  return std::nullopt;
+}
+
+void check_sampling(const SamplingParams& p) {
+  if (auto problem = find_sampling_problem(p))
+    fail(ErrorKind::kInvalidInput, "{} {}", problem->field, problem->message);
+}
+
+void normalize_greedy(SamplingParams& p) {
+  if (p.temperature < kMinTemperature || p.top_p == 0.0f) {
+    p.temperature = 0.0f;
+    if (p.top_p == 0.0f) p.top_p = 1.0f;
+  }
+}
+
 Sampler::Sampler(SamplingParams params) : params_(std::move(params)), rng_(params_.seed) {
-  check(params_.top_p > 0.0f && params_.top_p <= 1.0f, ErrorKind::kInvalidInput, "top_p must be in (0, 1]");
-  check(params_.min_p >= 0.0f && params_.min_p <= 1.0f, ErrorKind::kInvalidInput, "min_p must be in [0, 1]");
-  check(params_.top_k >= 0, ErrorKind::kInvalidInput, "top_k must be >= 0");
-  check(params_.repetition_penalty > 0.0f, ErrorKind::kInvalidInput, "repetition_penalty must be > 0");
+  check_sampling(params_);
 }
 
 void Sampler::logit_edits(std::span<const int32_t> history, size_t vocab, LogitEdits& out) {

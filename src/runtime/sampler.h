@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,6 +26,27 @@ struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;
   uint64_t seed = 0;
 };
+
+// Temperatures between 0 and this are refused: dividing logits by them overflows to infinities.
+// Front ends read smaller ones as 0 (greedy), as vLLM does below 1e-5.
+inline constexpr float kMinTemperature = 1e-5f;
+
+// What is wrong with sampling parameters: the field (as the OpenAI API names it) and why.
+struct SamplingProblem {
+  std::string field;
+  std::string message;  // e.g. "must be in (0, 1], got 0"
+};
+
+// The one definition of the sampling parameters the sampler can honour: the first problem with p,
+// or nullopt. Sampler's constructor refuses what this refuses, and request validation calls it
+// last, so a request that passes validation never fails in the sampler. Token ids are checked
+// against the vocabulary where it is known (the engine), not here.
+std::optional<SamplingProblem> find_sampling_problem(const SamplingParams& p);
+// Throws Error(kInvalidInput) "<field> <message>" on find_sampling_problem's first problem.
+void check_sampling(const SamplingParams& p);
+// What every front end reads as greedy, spelled as the sampler knows it (temperature 0, top_p 1):
+// a temperature below kMinTemperature, and top_p 0 (nothing but the top token survives).
+void normalize_greedy(SamplingParams& p);
 
 class Sampler {
  public:

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <unordered_map>
 
+#include "core/json_limits.h"
 #include "server/api_error.h"
 
 namespace strata::server {
@@ -37,6 +39,36 @@ const char* type_name(const OrderedJson& v) {
 
 [[noreturn]] void unsupported(const std::string& param, const std::string& why) {
   throw ApiError(400, why, param, "unsupported_parameter");
+}
+
+// JSON text of the client's that parse_limited_json refused: a 400 whose code tells a syntax error
+// ("invalid_json") from a limit ("json_too_deep", "json_too_large"). `what` names the text.
+[[noreturn]] void refuse_json(const LimitedJson& parsed, const std::string& what,
+                              const std::string& param) {
+  switch (parsed.fault) {
+    case JsonFault::kNone:
+    case JsonFault::kSyntax:
+      break;
+    case JsonFault::kTooDeep:
+      throw ApiError(400, fmt::format("{} is refused: {}.", what, parsed.message), param,
+                     "json_too_deep");
+    case JsonFault::kTooManyKeys:
+    case JsonFault::kTooManyElements:
+      throw ApiError(400, fmt::format("{} is refused: {}.", what, parsed.message), param,
+                     "json_too_large");
+  }
+  throw ApiError(400, fmt::format("{} is {}.", what, parsed.message), param, "invalid_json");
+}
+
+// A list past its cap, in OpenAI's words for its own caps (e.g. 128 tools).
+void check_length(const std::string& param, const OrderedJson& list, size_t max) {
+  if (list.size() > max)
+    throw ApiError(
+        400,
+        fmt::format("Invalid '{}': array too long. Expected an array with maximum length "
+                    "{}, but got an array with length {} instead.",
+                    param, max, list.size()),
+        param, "array_above_max_length");
 }
 
 // Typed access to the fields of one JSON object; null counts as absent, as in OpenAI's API.
@@ -120,7 +152,7 @@ std::vector<std::string> parse_stop(const Fields& f) {
   if (v == nullptr) return {};
   if (v->is_string()) return {v->get<std::string>()};
   if (!v->is_array()) wrong_type("stop", "a string or an array of strings", *v);
-  if (v->size() > 16) invalid_value("stop", "at most 16 stop sequences are supported.");
+  check_length("stop", *v, kMaxStops);
   std::vector<std::string> stops;
   for (size_t i = 0; i < v->size(); ++i) {
     const OrderedJson& s = (*v)[i];
@@ -134,6 +166,13 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const Fields& f) {
   const OrderedJson* v = f.object("logit_bias");
   std::vector<std::pair<int32_t, float>> bias;
   if (v == nullptr) return bias;
+  if (v->size() > kMaxLogitBias)
+    throw ApiError(400,
+                   fmt::format("Invalid 'logit_bias': too many entries. Expected at most {} token "
+                               "ids, but got {} instead.",
+                               kMaxLogitBias, v->size()),
+                   "logit_bias", "object_above_max_size");
+  bias.reserve(v->size());
   for (const auto& [key, value] : v->items()) {
     const std::string param = "logit_bias." + key;
     size_t used = 0;
@@ -162,7 +201,7 @@ GenerationOptions parse_options(const Fields& f) {
   runtime::SamplingParams& s = o.sampling;
   s.temperature = static_cast<float>(f.number("temperature", 0, 2).value_or(1.0));
   s.top_p = static_cast<float>(f.number("top_p", 0, 1).value_or(1.0));
-  if (s.top_p == 0) s.temperature = 0;  // nothing but the top token survives
+  runtime::normalize_greedy(s);  // a tiny temperature and top_p 0 mean greedy, as in vLLM
   const int64_t top_k = f.integer("top_k", -1, INT32_MAX).value_or(0);
   s.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);  // -1 means off (vLLM)
   s.min_p = static_cast<float>(f.number("min_p", 0, 1).value_or(0.0));
@@ -172,6 +211,9 @@ GenerationOptions parse_options(const Fields& f) {
   s.logit_bias = parse_logit_bias(f);
   o.seed = f.integer("seed", INT64_MIN, INT64_MAX);
   if (o.seed) s.seed = static_cast<uint64_t>(*o.seed);
+  // The sampler's own rule last: what passes here never fails in the engine.
+  if (auto problem = runtime::find_sampling_problem(s))
+    invalid_value(problem->field, problem->message + ".");
   o.stop = parse_stop(f);
   o.stream = f.boolean("stream").value_or(false);
   if (const OrderedJson* so = f.object("stream_options")) {
@@ -188,8 +230,14 @@ GenerationOptions parse_options(const Fields& f) {
   return o;
 }
 
+// Tool-call arguments of only whitespace mean none, as text::chat::normalize_messages reads them.
+bool blank(const std::string& text) {
+  return text.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
 void check_tool_calls(const OrderedJson& calls, const std::string& param) {
   if (!calls.is_array()) wrong_type(param, "an array", calls);
+  check_length(param, calls, kMaxToolCalls);
   for (size_t i = 0; i < calls.size(); ++i) {
     const std::string p = fmt::format("{}[{}]", param, i);
     const OrderedJson& call = calls[i];
@@ -208,6 +256,13 @@ void check_tool_calls(const OrderedJson& calls, const std::string& param) {
     const OrderedJson* args = ff.get("arguments");
     if (args != nullptr && !args->is_string() && !args->is_object())
       wrong_type(ff.param("arguments"), "a string (JSON text) or an object", *args);
+    // The template gets the object the text encodes (text::chat::normalize_messages parses it
+    // again under the same limits; blank text means {}); refused here, the 400 names the field.
+    if (args != nullptr && args->is_string() && !blank(args->get_ref<const std::string&>())) {
+      const LimitedJson parsed = parse_limited_json(args->get_ref<const std::string&>());
+      if (!parsed.ok())
+        refuse_json(parsed, fmt::format("'{}'", ff.param("arguments")), ff.param("arguments"));
+    }
   }
 }
 
@@ -219,6 +274,7 @@ void check_content(const OrderedJson& message, const std::string& param, bool re
   }
   if (it->is_string()) return;
   if (!it->is_array()) wrong_type(param, "a string or an array of content parts", *it);
+  check_length(param, *it, kMaxContentParts);
   for (size_t i = 0; i < it->size(); ++i) {
     const std::string p = fmt::format("{}[{}]", param, i);
     const OrderedJson& part = (*it)[i];
@@ -241,6 +297,7 @@ OrderedJson parse_messages(const Fields& f) {
   const OrderedJson* messages = f.array("messages");
   if (messages == nullptr) bad_request("messages", "Missing required parameter: 'messages'.");
   if (messages->empty()) invalid_value("messages", "expected a non-empty array of messages.");
+  check_length("messages", *messages, kMaxMessages);
   OrderedJson out = *messages;
   for (size_t i = 0; i < out.size(); ++i) {
     const std::string p = fmt::format("messages[{}]", i);
@@ -274,6 +331,8 @@ OrderedJson parse_messages(const Fields& f) {
 OrderedJson parse_tools(const Fields& f) {
   const OrderedJson* tools = f.array("tools");
   if (tools == nullptr || tools->empty()) return nullptr;
+  check_length("tools", *tools, kMaxTools);
+  std::unordered_map<std::string, size_t> first_with_name;  // a hash, so n tools cost n lookups
   for (size_t i = 0; i < tools->size(); ++i) {
     const std::string p = fmt::format("tools[{}]", i);
     const OrderedJson& tool = (*tools)[i];
@@ -291,6 +350,11 @@ OrderedJson parse_tools(const Fields& f) {
     if (!name || name->empty())
       bad_request(ff.param("name"),
                   fmt::format("Missing required parameter: '{}'.", ff.param("name")));
+    // A call names its function; two of one name would make the call ambiguous.
+    if (auto [it, added] = first_with_name.emplace(*name, i); !added)
+      invalid_value(ff.param("name"),
+                    fmt::format("'{}' is also the name of tools[{}]; tool names must be unique.",
+                                *name, it->second));
     ff.string("description");
     ff.object("parameters");
     ff.boolean("strict");
@@ -370,9 +434,9 @@ std::optional<int64_t> parse_thinking_budget(const Fields& f) {
 }  // namespace
 
 OrderedJson parse_body(std::string_view body) {
-  OrderedJson j = OrderedJson::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded())
-    throw ApiError(400, "The request body is not valid JSON.", {}, "invalid_json");
+  LimitedJson parsed = parse_limited_json(body);
+  if (!parsed.ok()) refuse_json(parsed, "The request body", "");
+  OrderedJson j = std::move(parsed.value);
   if (!j.is_object())
     throw ApiError(400,
                    fmt::format("The request body must be a JSON object, got {}.", type_name(j)), {},

@@ -4,6 +4,7 @@
 // naming the field (`param`), e.g. "messages[2].content".
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -17,6 +18,17 @@
 namespace strata::server {
 
 using OrderedJson = nlohmann::ordered_json;
+
+// Caps on the collections of a request, each a 400 naming the field and the cap when exceeded.
+// They bound the work a request can cause before any of it is done (tools and content parts are
+// rendered into the prompt, logit_bias entries are applied at every step); the JSON limits of
+// parse_body (core/json_limits.h) bound the document as a whole.
+inline constexpr size_t kMaxMessages = 100'000;
+inline constexpr size_t kMaxContentParts = 1024;  // per message
+inline constexpr size_t kMaxToolCalls = 256;      // per assistant message
+inline constexpr size_t kMaxTools = 512;
+inline constexpr size_t kMaxStops = 16;
+inline constexpr size_t kMaxLogitBias = 1024;
 
 // Fields shared by both endpoints.
 struct GenerationOptions {
@@ -57,7 +69,9 @@ struct CompletionRequest {
   bool echo = false;
 };
 
-// The body as a JSON object; 400 when it is not valid JSON or not an object.
+// The body as a JSON object, read under the default JsonLimits (64 levels, 4096 keys an object,
+// 2^20 values): 400 "invalid_json" when it is not valid JSON or not an object, "json_too_deep" or
+// "json_too_large" past a limit.
 OrderedJson parse_body(std::string_view body);
 
 ChatCompletionRequest parse_chat_request(const OrderedJson& body);

@@ -261,6 +261,54 @@ TEST(OpenAiRequest, BodyMustBeAJsonObject) {
   EXPECT_EQ(parse_body(R"({"a": 1})")["a"], 1);
 }
 
+TEST(OpenAiRequest, TopPZeroAndTinyTemperaturesAreGreedy) {
+  for (const OrderedJson& extra :
+       {OrderedJson{{"top_p", 0}}, OrderedJson{{"temperature", 0.7}, {"top_p", 0}},
+        OrderedJson{{"temperature", 1e-9}}}) {
+    const runtime::SamplingParams s = parse_chat_request(chat(extra)).options.sampling;
+    EXPECT_EQ(s.temperature, 0.0f) << extra.dump();
+    EXPECT_EQ(s.top_p, 1.0f) << extra.dump();
+    EXPECT_NO_THROW(runtime::Sampler{s}) << extra.dump();
+  }
+}
+
+// Whatever validation accepts, the sampler accepts: every combination of edge values of each
+// sampling field either is a 400 or builds a Sampler.
+TEST(OpenAiRequest, WhatValidationAcceptsTheSamplerAccepts) {
+  const OrderedJson temperatures = {0, 1e-46, 1e-30, 1e-6, 1e-5, 0.7, 2};
+  const OrderedJson top_ps = {0, 1e-46, 1e-30, 0.5, 1};  // 1e-46 is 0 as a float
+  const OrderedJson min_ps = {0, 1e-30, 1};
+  const OrderedJson top_ks = {-1, 0, 1, 2147483647};
+  const OrderedJson repetition = {0.01, 1, 10};
+  const OrderedJson penalties = {-2, 0, 2};
+  int accepted = 0;
+  for (const auto& t : temperatures)
+    for (const auto& p : top_ps)
+      for (const auto& m : min_ps)
+        for (const auto& k : top_ks)
+          for (const auto& r : repetition)
+            for (const auto& pen : penalties) {
+              const OrderedJson body = chat({{"temperature", t},
+                                             {"top_p", p},
+                                             {"min_p", m},
+                                             {"top_k", k},
+                                             {"repetition_penalty", r},
+                                             {"presence_penalty", pen},
+                                             {"frequency_penalty", pen},
+                                             {"logit_bias", {{"0", -100}, {"5", 100}}}});
+              runtime::SamplingParams s;
+              try {
+                s = parse_chat_request(body).options.sampling;
+              } catch (const ApiError& e) {
+                EXPECT_EQ(e.status(), 400);
+                continue;
+              }
+              ++accepted;
+              EXPECT_NO_THROW(runtime::Sampler{s}) << body.dump();
+            }
+  EXPECT_GT(accepted, 0);
+}
+
 TEST(Auth, BearerKeyComparedWholly) {
   EXPECT_TRUE(constant_time_equals("secret", "secret"));
   EXPECT_FALSE(constant_time_equals("secret", "secreT"));
