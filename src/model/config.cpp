@@ -2,7 +2,11 @@
 // Qwen3.5 hybrids share with them. Missing required fields and unknown model types are clear errors.
 #include "model/config.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "core/error.h"
 
@@ -66,9 +70,6 @@ RopeConfig parse_rope(const Json& cfg) {
   rope.mscale = number_or(params, "mscale", 0.0);
   rope.mscale_all_dim = number_or(params, "mscale_all_dim", 0.0);
   rope.truncate = get_or<bool>(params, "truncate", true);
-  if (type == "llama3")
-    check(rope.original_max_position > 0, ErrorKind::kInvalidInput,
-          "config.json: llama3 rope scaling needs original_max_position_embeddings");
   return rope;
 }
 
@@ -113,9 +114,6 @@ void parse_hybrid(const Json& cfg, ModelConfig& c) {
   la.key_dim = require_int(cfg, "linear_key_head_dim");
   la.value_dim = require_int(cfg, "linear_value_head_dim");
   la.conv_kernel = require_int(cfg, "linear_conv_kernel_dim");
-  check(la.value_heads % la.key_heads == 0, ErrorKind::kInvalidInput,
-        "config.json: linear_num_value_heads {} is not a multiple of linear_num_key_heads {}", la.value_heads,
-        la.key_heads);
   check(get_or<bool>(cfg, "attn_output_gate", true), ErrorKind::kUnsupported,
         "config.json: attn_output_gate=false is not a Qwen3.5 configuration");
   MoeConfig& moe = c.moe;
@@ -124,8 +122,6 @@ void parse_hybrid(const Json& cfg, ModelConfig& c) {
     moe.top_k = require_int(cfg, "num_experts_per_tok");
     moe.expert_intermediate = require_int(cfg, "moe_intermediate_size");
     moe.shared_intermediate = int_or(cfg, "shared_expert_intermediate_size", 0);
-    check(moe.top_k <= moe.num_experts, ErrorKind::kInvalidInput,
-          "config.json: num_experts_per_tok {} exceeds num_experts {}", moe.top_k, moe.num_experts);
     // Qwen3.5-MoE always renormalises and has no sparse step; Qwen3-Next reads both.
     const bool next = c.model_type == "qwen3_next";
     moe.norm_topk = next ? get_or<bool>(cfg, "norm_topk_prob", true) : true;
@@ -136,10 +132,100 @@ void parse_hybrid(const Json& cfg, ModelConfig& c) {
         for (const auto& l : *it)
           if (l.is_number_integer()) moe.mlp_only_layers.push_back(l.get<int64_t>());
   }
-  for (int64_t l = 0; l < c.num_layers; ++l)
-    check(c.is_moe_layer(l) || c.intermediate_size > 0, ErrorKind::kInvalidInput,
-          "config.json: 'intermediate_size' is missing (layer {} has a dense FFN)", l);
   c.mtp_layers = int_or(cfg, "mtp_num_hidden_layers", int_or(cfg, "num_nextn_predict_layers", 0));
+}
+
+// The checks of validate_model_config, each naming its key as the source names it.
+class Checks {
+ public:
+  explicit Checks(ConfigSource source) : source_(std::move(source)) {}
+
+  std::string name(std::string_view key) const { return source_.name(key); }
+
+  template <typename... Args>
+  void rule(bool ok, fmt::format_string<Args...> format, Args&&... args) const {
+    if (!ok) fail(ErrorKind::kInvalidInput, "{}: {}", source_.file, fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  void positive(std::string_view key, int64_t v) const {
+    rule(v > 0, "'{}' must be positive, got {}", name(key), v);
+  }
+
+  // NaN fails the comparison, so it is refused too.
+  void positive_finite(std::string_view key, double v) const {
+    rule(std::isfinite(v) && v > 0.0, "'{}' must be a positive finite number, got {}", name(key), v);
+  }
+
+ private:
+  ConfigSource source_;
+};
+
+void check_rope(const Checks& checks, const ModelConfig& c) {
+  const RopeConfig& r = c.rope;
+  checks.positive_finite("rope_theta", r.theta);
+  checks.rule(r.partial_rotary_factor > 0.0 && r.partial_rotary_factor <= 1.0,
+              "'{}' must be in (0, 1], got {}", checks.name("partial_rotary_factor"), r.partial_rotary_factor);
+  // RoPE turns pairs of dimensions.
+  checks.rule(c.rotary_dim() % 2 == 0 && c.rotary_dim() > 0,
+              "rotary dimension {} ('{}' {} × '{}' {}) must be even and positive", c.rotary_dim(),
+              checks.name("head_dim"), c.head_dim, checks.name("partial_rotary_factor"), r.partial_rotary_factor);
+  if (r.type == "default") return;  // the scaling fields below are not read
+  checks.positive_finite("factor", r.factor);
+  checks.rule(r.original_max_position >= 0, "'original_max_position_embeddings' must not be negative, got {}",
+              r.original_max_position);
+  if (r.type == "llama3") {
+    checks.rule(r.original_max_position > 0, "llama3 rope scaling needs original_max_position_embeddings");
+    checks.positive_finite("low_freq_factor", r.low_freq_factor);
+    // The medium band interpolates by (x - low) / (high - low).
+    checks.rule(std::isfinite(r.high_freq_factor) && r.high_freq_factor > r.low_freq_factor,
+                "'high_freq_factor' ({}) must be finite and greater than 'low_freq_factor' ({})", r.high_freq_factor,
+                r.low_freq_factor);
+  } else if (r.type == "yarn") {
+    // YaRN's correction range divides by log(rope_theta) and takes log(... / beta).
+    checks.rule(r.theta > 1.0, "yarn rope scaling needs '{}' greater than 1, got {}", checks.name("rope_theta"),
+                r.theta);
+    checks.positive_finite("beta_fast", r.beta_fast);
+    checks.positive_finite("beta_slow", r.beta_slow);
+    if (r.attention_factor) checks.positive_finite("attention_factor", *r.attention_factor);
+    checks.rule(std::isfinite(r.mscale) && std::isfinite(r.mscale_all_dim),
+                "'mscale' and 'mscale_all_dim' must be finite, got {} and {}", r.mscale, r.mscale_all_dim);
+  }
+}
+
+void check_token_ids(const Checks& checks, const ModelConfig& c) {
+  auto in_vocab = [&](const char* key, int64_t id) {
+    checks.rule(id >= 0 && id < c.vocab_size, "'{}' {} is outside the vocabulary (size {})", checks.name(key), id,
+                c.vocab_size);
+  };
+  if (c.bos_token_id) in_vocab("bos_token_id", *c.bos_token_id);
+  for (int32_t id : c.eos_token_ids) in_vocab("eos_token_id", id);
+}
+
+void check_hybrid(const Checks& checks, const ModelConfig& c) {
+  checks.rule(static_cast<int64_t>(c.layer_kinds.size()) == c.num_layers, "{} layer kinds for {} layers",
+              c.layer_kinds.size(), c.num_layers);
+  const LinearAttentionConfig& la = c.linear;
+  checks.positive("linear_num_key_heads", la.key_heads);
+  checks.positive("linear_num_value_heads", la.value_heads);
+  checks.positive("linear_key_head_dim", la.key_dim);
+  checks.positive("linear_value_head_dim", la.value_dim);
+  // Each key head serves a whole number of value heads.
+  checks.rule(la.value_heads % la.key_heads == 0, "'linear_num_value_heads' {} is not a multiple of "
+              "'linear_num_key_heads' {}", la.value_heads, la.key_heads);
+  // The conv window keeps the kernel's last (width - 1) inputs: at least one.
+  checks.rule(la.conv_kernel >= 2, "'linear_conv_kernel_dim' must be at least 2, got {}", la.conv_kernel);
+  const MoeConfig& moe = c.moe;
+  checks.rule(moe.num_experts >= 0, "'num_experts' must not be negative, got {}", moe.num_experts);
+  checks.rule(c.mtp_layers >= 0, "'mtp_num_hidden_layers' must not be negative, got {}", c.mtp_layers);
+  if (moe.num_experts == 0) return;
+  checks.rule(moe.top_k > 0 && moe.top_k <= moe.num_experts, "'num_experts_per_tok' {} must be between 1 and "
+              "'num_experts' {}", moe.top_k, moe.num_experts);
+  checks.positive("moe_intermediate_size", moe.expert_intermediate);
+  checks.rule(moe.shared_intermediate >= 0, "'shared_expert_intermediate_size' must not be negative, got {}",
+              moe.shared_intermediate);
+  checks.positive("decoder_sparse_step", moe.sparse_step);
+  for (int64_t layer : moe.mlp_only_layers)
+    checks.rule(layer >= 0 && layer < c.num_layers, "'mlp_only_layers' names layer {} of {}", layer, c.num_layers);
 }
 
 }  // namespace
@@ -181,14 +267,9 @@ ModelConfig parse_model_config(const Json& root) {
                                                                       : c.hidden_size / c.num_heads;
   if (cfg.contains("intermediate_size") && !cfg["intermediate_size"].is_null())
     c.intermediate_size = require_int(cfg, "intermediate_size");
-  check(c.num_heads % c.num_kv_heads == 0, ErrorKind::kInvalidInput,
-        "config.json: num_attention_heads {} is not a multiple of num_key_value_heads {}", c.num_heads,
-        c.num_kv_heads);
   c.max_position_embeddings = get_or<int64_t>(cfg, "max_position_embeddings", 4096);
   c.rms_norm_eps = number_or(cfg, "rms_norm_eps", 1e-6);
   c.rope = parse_rope(cfg);
-  check(c.rotary_dim() % 2 == 0 && c.rotary_dim() <= c.head_dim && c.rotary_dim() > 0, ErrorKind::kInvalidInput,
-        "config.json: rotary dimension {} does not fit head_dim {}", c.rotary_dim(), c.head_dim);
   const bool use_sliding = get_or<bool>(cfg, "use_sliding_window", c.model_type == "mistral");
   c.sliding_window = use_sliding ? get_or<int64_t>(cfg, "sliding_window", 0) : 0;
   // The wrapper's own flag counts too (Qwen3.5 multimodal configs).
@@ -200,6 +281,7 @@ ModelConfig parse_model_config(const Json& root) {
   if (&cfg != &root)
     if (auto it = root.find("eos_token_id"); it != root.end()) add_ids(*it, c.eos_token_ids);
   if (c.family == Family::kQwen35) parse_hybrid(cfg, c);
+  validate_model_config(c);
   return c;
 }
 
@@ -208,6 +290,58 @@ void merge_generation_config(const Json& generation_config, ModelConfig& cfg) {
   if (!cfg.bos_token_id)
     if (auto it = generation_config.find("bos_token_id"); it != generation_config.end() && it->is_number_integer())
       cfg.bos_token_id = it->get<int32_t>();
+  const Checks checks(ConfigSource{.file = "generation_config.json", .key_name = {}});
+  check_token_ids(checks, cfg);
+}
+
+ConfigSource gguf_config_source(const std::string& path, const std::string& arch) {
+  return {.file = path, .key_name = [arch](std::string_view key) -> std::string {
+            // config_from_gguf (loader.cpp) reads each of these from the GGUF key named here.
+            static const std::pair<const char*, const char*> kNames[] = {
+                {"hidden_size", "{}.embedding_length"},
+                {"num_hidden_layers", "{}.block_count"},
+                {"intermediate_size", "{}.feed_forward_length"},
+                {"num_attention_heads", "{}.attention.head_count"},
+                {"num_key_value_heads", "{}.attention.head_count_kv"},
+                {"head_dim", "{}.attention.key_length"},
+                {"max_position_embeddings", "{}.context_length"},
+                {"rms_norm_eps", "{}.attention.layer_norm_rms_epsilon"},
+                {"rope_theta", "{}.rope.freq_base"},
+                {"partial_rotary_factor", "{0}.rope.dimension_count / {0}.attention.key_length"},
+                {"vocab_size", "rows of token_embd.weight"},
+                {"bos_token_id", "tokenizer.ggml.bos_token_id"},
+                {"eos_token_id", "tokenizer.ggml.eos_token_id"},
+            };
+            for (const auto& [json_key, gguf_key] : kNames)
+              if (key == json_key) return fmt::format(fmt::runtime(gguf_key), arch);
+            return std::string(key);
+          }};
+}
+
+void validate_model_config(const ModelConfig& c, const ConfigSource& source) {
+  const Checks checks(source);
+  for (const auto& [key, value] :
+       {std::pair<const char*, int64_t>{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
+        {"num_hidden_layers", c.num_layers}, {"num_attention_heads", c.num_heads},
+        {"num_key_value_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
+        {"max_position_embeddings", c.max_position_embeddings}})
+    checks.positive(key, value);
+  // Grouped-query attention shares each KV head among a whole number of query heads.
+  checks.rule(c.num_heads % c.num_kv_heads == 0, "'{}' {} is not a multiple of '{}' {}",
+              checks.name("num_attention_heads"), c.num_heads, checks.name("num_key_value_heads"),
+              c.num_kv_heads);
+  checks.rule(c.sliding_window >= 0, "'sliding_window' must not be negative, got {}", c.sliding_window);
+  // The norms run in float: an epsilon that rounds to 0 there divides by zero on a zero row.
+  checks.rule(std::isfinite(static_cast<float>(c.rms_norm_eps)) && static_cast<float>(c.rms_norm_eps) > 0.0f,
+              "'{}' must be a positive finite number, got {}", checks.name("rms_norm_eps"), c.rms_norm_eps);
+  check_rope(checks, c);
+  check_token_ids(checks, c);
+  if (c.family == Family::kQwen35) check_hybrid(checks, c);
+  // Every dense FFN needs its size; a model whose every layer is MoE may have none.
+  if (c.intermediate_size <= 0)
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      checks.rule(c.is_moe_layer(l), "'{}' is missing or not positive (layer {} has a dense FFN)",
+                  checks.name("intermediate_size"), l);
 }
 
 }  // namespace strata::model

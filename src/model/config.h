@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -90,10 +92,34 @@ struct ModelConfig {
   bool is_moe_layer(int64_t layer) const;
 };
 
-// Parses config.json (the text part: a nested "text_config" wins over the top level).
+// Parses config.json (the text part: a nested "text_config" wins over the top level), then
+// validates it (validate_model_config).
 ModelConfig parse_model_config(const Json& config);
 
-// Reads eos ids from a generation_config.json object and adds them to cfg (union, no duplicates).
+// Reads eos ids from a generation_config.json object and adds them to cfg (union, no duplicates);
+// an id outside cfg's vocabulary is an error.
 void merge_generation_config(const Json& generation_config, ModelConfig& cfg);
+
+// Where a config came from, for error messages: the file, and its name for each config.json key
+// (GGUF metadata names them its own way).
+struct ConfigSource {
+  std::string file = "config.json";
+  std::function<std::string(std::string_view key)> key_name;  // empty: config.json's names
+
+  std::string name(std::string_view key) const {
+    return key_name ? key_name(key) : std::string(key);
+  }
+};
+
+// The source of a config read from a GGUF file's metadata (architecture `arch`).
+ConfigSource gguf_config_source(const std::string& path, const std::string& arch);
+
+// Refuses, as Error(kInvalidInput) naming the key and the value, every value the model code or its
+// kernels cannot run with: sizes, head counts and dims that are not positive or do not divide as
+// the kernels assume, epsilons, RoPE thetas and scaling factors that are not positive and finite,
+// partial_rotary_factor outside (0, 1], token ids outside the vocabulary, and the hybrid's GDN and
+// MoE shapes. Run on every config when it is built, so a bad file fails at load and not on every
+// request after it.
+void validate_model_config(const ModelConfig& c, const ConfigSource& source = {});
 
 }  // namespace strata::model

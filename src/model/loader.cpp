@@ -174,6 +174,7 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
           "{}: expected a model directory (config.json + *.safetensors) or a .gguf file", path);
     auto gguf = std::make_shared<formats::GgufFile>(path);
     ModelConfig config = config_from_gguf(*gguf);
+    validate_model_config(config, gguf_config_source(path, config.model_type));
     bool sixteen_bit = false;  // any tensor not F32 (llama.cpp's own cache is f16)
     for (const auto& t : gguf->tensors())
       sixteen_bit = sixteen_bit || formats::ggml_type_name(t.type) != "F32";
