@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-${STRATA_FUZZ_SECONDS:-60}}"
 build=build-fuzz
-targets=(openai_request jinja)
+targets=(openai_request openai_request_structured jinja http)
 
 cmake -S fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build "$build" -j "$(nproc)" >/dev/null
@@ -39,8 +39,15 @@ for t in "${targets[@]}"; do
   mkdir -p "$work"
   extra=()
   [ "$t" = jinja ] && extra=("${seeds_jinja[@]}")
-  "$build/fuzz_$t" "$work" "fuzz/corpus/$t" "${extra[@]}" -dict="fuzz/$t.dict" \
-    -max_total_time="$seconds" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
+  [ -f "fuzz/$t.dict" ] && extra+=(-dict="fuzz/$t.dict")
+  # Request bodies may be as long as the server's body limit; a structured input is a program that
+  # expands into one (up to the same limit), so it stays short itself.
+  max_len=16384
+  [ "$t" = openai_request ] && max_len=$((16 << 20))
+  [ "$t" = openai_request_structured ] && max_len=4096
+  [ "$t" = http ] && max_len=8192  # four times the fuzz server's head limit, with a body
+  "$build/fuzz_$t" "$work" "fuzz/corpus/$t" "${extra[@]}" \
+    -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$build/artifacts/${t}-" -print_final_stats=1 >"$build/fuzz_$t.log" 2>&1 &
   pids+=($!)
 done

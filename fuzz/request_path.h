@@ -1,0 +1,53 @@
+// The path of a request body through the server before tokenization, for the request fuzzers:
+// parse_body, both validators, and for a chat request normalisation, the fallback template and the
+// output parser's setup. Only ApiError or strata::Error may end it; anything else is a bug.
+#pragma once
+
+#include <string_view>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+#include "text/chat/chat_template.h"
+
+namespace strata::fuzz {
+
+inline const text::chat::ChatTemplate& fallback_template() {
+  static const auto t =
+      text::chat::ChatTemplate::fallback({{"bos_token", "<s>"}, {"eos_token", "</s>"}});
+  return t;
+}
+
+inline void render_chat(const server::OrderedJson& body) {
+  server::ChatCompletionRequest r;
+  try {
+    r = server::parse_chat_request(body);
+  } catch (const server::ApiError&) {
+    return;
+  }
+  text::chat::ChatRequest chat;
+  chat.messages = r.messages;
+  chat.tools = r.tools;
+  chat.kwargs = r.chat_template_kwargs;
+  chat.reasoning_effort = r.reasoning_effort;
+  try {
+    const text::chat::RenderedPrompt prompt = fallback_template().render(chat);
+    fallback_template().parser_config(prompt, r.tools);
+  } catch (const Error&) {
+  }
+}
+
+inline void run_request(std::string_view text) {
+  server::OrderedJson body;
+  try {
+    body = server::parse_body(text);
+  } catch (const server::ApiError&) {
+    return;
+  }
+  render_chat(body);
+  try {
+    server::parse_completion_request(body);
+  } catch (const server::ApiError&) {
+  }
+}
+
+}  // namespace strata::fuzz
