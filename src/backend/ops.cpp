@@ -54,7 +54,8 @@ void embedding(const Weight& table, const Tensor& ids, const Tensor& out) {
   cpu::embedding(table, host_ints(ids), out);
 }
 
-void matmul(const Tensor& x, const Weight& w, const Tensor& out, const MatmulFeed* feed) {
+void matmul(const Tensor& x, const Weight& w, const Tensor& out,
+            [[maybe_unused]] const MatmulFeed* feed) {  // unused where CUDA is not built
   const Device d = placement("matmul", {&x, &w.w, &out});
   require_f32("matmul", x);
   require_f32("matmul", out);
@@ -67,7 +68,8 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out, const MatmulFee
 }
 
 void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs,
-                  const MatmulFeed* feed, MatmulFeed* glu_feed) {
+                  [[maybe_unused]] const MatmulFeed* feed,
+                  [[maybe_unused]] MatmulFeed* glu_feed) {
   check(!ws.empty() && ws.size() == outs.size(), ErrorKind::kInternal, "matmul_group: {} weights, {} outputs",
         ws.size(), outs.size());
   const Device d = placement("matmul_group", {&x, &ws[0]->w});
@@ -186,7 +188,7 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
 }
 
 void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act,
-                     const Tensor& out, const MatmulFeed* feed) {
+                     const Tensor& out, [[maybe_unused]] const MatmulFeed* feed) {
   const Device d = placement("silu_mul_matmul", {&gate, &up, &act, &w.w, &out});
   require_f32("silu_mul_matmul", out);
   check(gate.shape == up.shape && act.numel() == up.numel() && up.dim(-1) == w.cols() && out.dim(-1) == w.rows() &&

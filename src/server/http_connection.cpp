@@ -17,6 +17,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <fmt/format.h>
+
 #include <condition_variable>
 #include <mutex>
 
@@ -251,6 +253,17 @@ asio::awaitable<bool> Connection::read_more() {
   co_return true;
 }
 
+asio::awaitable<bool> Connection::read_request_bytes(const char* late_what) {
+  const bool more = co_await read_more();
+  if (more) co_return true;
+  if (expired_ && late_what != nullptr) {
+    expired_ = false;  // the answer gets its own write deadline
+    const HttpRefusal late{408, fmt::format("The request's {} did not arrive in time.", late_what)};
+    co_await refuse(late);
+  }
+  co_return false;
+}
+
 asio::awaitable<bool> Connection::write_all(std::string_view data) {
   writing_ = true;
   write_progress_ = Clock::now();
@@ -353,15 +366,8 @@ asio::awaitable<void> Connection::serve_requests() {
       input_.erase(0, reader.feed(input_));
       if (reader.started() && phase_ == Phase::kIdle) enter(Phase::kHead);
       if (reader.stage() != RequestReader::Stage::kHead) break;
-      const bool more = co_await read_more();
-      if (!more) {
-        if (expired_ && reader.started()) {
-          expired_ = false;  // the answer gets its own write deadline
-          const HttpRefusal late{408, "The request's headers did not arrive in time."};
-          co_await refuse(late);
-        }
-        co_return;
-      }
+      const bool more = co_await read_request_bytes(reader.started() ? "headers" : nullptr);
+      if (!more) co_return;
     }
     if (reader.stage() == RequestReader::Stage::kFailed) {
       co_await refuse(reader.refusal());
@@ -401,15 +407,8 @@ asio::awaitable<void> Connection::serve_requests() {
           co_return;
         }
         if (reader.stage() != RequestReader::Stage::kBody) break;
-        const bool more = co_await read_more();
-        if (!more) {
-          if (expired_) {
-            expired_ = false;
-            const HttpRefusal late{408, "The request's body did not arrive in time."};
-            co_await refuse(late);
-          }
-          co_return;
-        }
+        const bool more = co_await read_request_bytes("body");
+        if (!more) co_return;
       }
       if (reader.stage() == RequestReader::Stage::kFailed) {
         co_await refuse(reader.refusal());

@@ -92,6 +92,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::awaitable<void> serve_requests();
   // Reads more bytes into input_; false at the end of the connection or on an error.
   boost::asio::awaitable<bool> read_more();
+  // read_more() for a request under way; when its deadline passed, answers 408 first (if
+  // `late_what` names what did not arrive, e.g. "headers").
+  boost::asio::awaitable<bool> read_request_bytes(const char* late_what);
   boost::asio::awaitable<bool> write_all(std::string_view data);
   boost::asio::awaitable<bool> answer(const HttpResponse& response, bool keep_alive);
   // A last answer (an error): written, then the connection drains and closes.
