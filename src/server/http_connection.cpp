@@ -282,6 +282,7 @@ asio::awaitable<bool> Connection::write_all(std::string_view data) {
 asio::awaitable<bool> Connection::answer(const HttpResponse& response, bool keep_alive) {
   enter(Phase::kWriting);
   std::string head = response_head(response, response.body.size(), false, keep_alive);
+  if (head_request_) co_return co_await write_all(head);  // HEAD: the length, never the body
   if (response.body.size() <= kWriteSlice) {
     head += response.body;
     co_return co_await write_all(head);
@@ -374,6 +375,7 @@ asio::awaitable<void> Connection::serve_requests() {
       co_return;
     }
     first_request_ = false;
+    head_request_ = reader.request().method == "HEAD";
     reader.request().client_address = address_;
     if (std::optional<HttpResponse> answer = host_.guard(reader.request())) {
       co_await refuse_with(*answer);  // its body, if any, is never read

@@ -114,6 +114,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Clock::time_point write_progress_ = Clock::now();
   bool writing_ = false;  // a write is under way: its progress has a deadline
   bool first_request_ = true;
+  bool head_request_ = false;  // the request being answered is a HEAD: no body goes out
   bool expired_ = false;
   bool closed_ = false;  // close() or shut() was called
   bool closing_ = false;
