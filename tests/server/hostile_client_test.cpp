@@ -27,13 +27,14 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kMiB = 1 << 20;
 
-// Enough descriptors for a flood and the server's side of it (both may be in this process
-// group's limits): the soft limit raised to the hard one.
-void raise_file_limit() {
+// Enough descriptors for a flood and the server's side of it (the server inherits the limit):
+// the soft limit raised to the hard one, which is returned.
+uint64_t raise_file_limit() {
   rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
   limit.rlim_cur = limit.rlim_max;
   ::setrlimit(RLIMIT_NOFILE, &limit);
+  return limit.rlim_cur;
 }
 
 double seconds_since(Clock::time_point start) {
@@ -102,7 +103,8 @@ TEST(HostileClients, DeepNestingInEachOfTheEightPlacesIsA400AndServingGoesOn) {
 }
 
 TEST(HostileClients, SlowAndIdleFloodsLeaveHealthAndChatWithinASecond) {
-  raise_file_limit();
+  if (raise_file_limit() < 4000)
+    GTEST_SKIP() << "this machine allows fewer than 4,000 open files: no flood of 3,000";
   ServeProcess server;
   // 1,000 connections sending a header byte a second and 2,000 idle ones, from eight client
   // addresses, held (reopened when the server closes them) for 60 s.
