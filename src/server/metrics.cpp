@@ -88,8 +88,8 @@ void single(std::string& out, const char* name, const char* type, const char* he
 }  // namespace
 
 std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
-                            const std::string& model_id, double uptime_seconds,
-                            uint64_t weight_bytes) {
+                            const HttpServer::Stats& http, const std::string& model_id,
+                            double uptime_seconds, uint64_t weight_bytes) {
   std::string out;
   family(out, "strata_model_info", "gauge", "The served model (always 1).");
   out += fmt::format("strata_model_info{{model=\"{}\"}} 1\n", label_value(model_id));
@@ -101,6 +101,18 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
   for (const auto& [key, count] : m.requests)
     out += fmt::format("strata_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n",
                        label_value(key.first), key.second, count);
+
+  single(out, "strata_http_connections", "gauge", "Client connections open.", http.connections);
+  family(out, "strata_http_connections_total", "counter",
+         "Client connections, by what became of them: accepted, refused at a cap with nothing to "
+         "evict, evicted to make room, closed at a deadline.");
+  out += fmt::format("strata_http_connections_total{{event=\"accepted\"}} {}\n", http.accepted);
+  out += fmt::format("strata_http_connections_total{{event=\"refused\"}} {}\n", http.refused);
+  out += fmt::format("strata_http_connections_total{{event=\"evicted\"}} {}\n", http.evicted);
+  out += fmt::format("strata_http_connections_total{{event=\"timed_out\"}} {}\n", http.timed_out);
+  single(out, "strata_http_rejected_requests_total", "counter",
+         "Requests the HTTP layer refused itself (malformed, too large, too slow, unknown route).",
+         http.rejected_requests);
 
   single(out, "strata_requests_waiting", "gauge", "Generations queued for the engine.", q.waiting);
   single(out, "strata_requests_running", "gauge", "Generations running on the engine.", q.running);

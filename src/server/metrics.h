@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "server/generation_queue.h"
+#include "server/http.h"
 
 namespace strata::server {
 
@@ -43,9 +44,10 @@ struct ProcessMemory {
 };
 ProcessMemory process_memory();  // from /proc/self/statm; zeros where unavailable
 
-// The exposition text: request counters, queue gauges and token totals, latencies, memory.
+// The exposition text: request counters, queue gauges and token totals, latencies, connections,
+// memory.
 std::string prometheus_text(const Metrics::Snapshot& metrics, const QueueStats& queue,
-                            const std::string& model_id, double uptime_seconds,
-                            uint64_t weight_bytes);
+                            const HttpServer::Stats& http, const std::string& model_id,
+                            double uptime_seconds, uint64_t weight_bytes);
 
 }  // namespace strata::server

@@ -178,6 +178,7 @@ struct Server::Impl {
 
   HttpResponse health() const {
     const QueueStats q = queue.stats();
+    const HttpServer::Stats h = http.stats();
     const model::ModelInfo info = model.engine.model().info();
     const ProcessMemory mem = process_memory();
     const Metrics::Snapshot m = metrics.snapshot();
@@ -200,6 +201,13 @@ struct Server::Impl {
                 {"cancelled", q.cancelled},
                 {"failed", q.failed}}},
               {"tokens", {{"prompt", q.prompt_tokens}, {"generated", q.generated_tokens}}},
+              {"connections",
+               {{"open", h.connections},
+                {"accepted", h.accepted},
+                {"refused", h.refused},
+                {"evicted", h.evicted},
+                {"timed_out", h.timed_out},
+                {"rejected_requests", h.rejected_requests}}},
               {"think_control",
                {{"budget_closes", m.think_budget_closes},
                 {"loop_escapes", m.think_loop_escapes},
@@ -212,8 +220,8 @@ struct Server::Impl {
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     const double uptime =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    r.body = prometheus_text(metrics.snapshot(), queue.stats(), options.model_id, uptime,
-                             model.engine.model().info().weight_bytes);
+    r.body = prometheus_text(metrics.snapshot(), queue.stats(), http.stats(), options.model_id,
+                             uptime, model.engine.model().info().weight_bytes);
     return r;
   }
 

@@ -1,7 +1,7 @@
 // Hostile connections held open from a background thread, as an attacker on the loopback port
 // would: "slow" ones send a request head one byte at a time and never finish it; "idle" ones
-// connect and send nothing. A connection the server closes is opened again (at most every 100 ms
-// per slot), so the flood keeps its size for as long as it runs. Source addresses may be any of
+// connect and send nothing. A connection the server closes is opened again (after `reopen_delay`),
+// so the flood keeps its size for as long as it runs. Source addresses may be any of
 // 127.0.0.0/8, so a test can spread the flood over several client addresses.
 #pragma once
 
@@ -28,6 +28,7 @@ class ConnectionFlood {
     size_t idle = 0;
     std::vector<std::string> sources = {"127.0.0.1"};
     std::chrono::milliseconds byte_interval{1000};  // slow connections: one head byte each
+    std::chrono::milliseconds reopen_delay{100};    // after the server closed a connection
   };
 
   explicit ConnectionFlood(Options options) : options_(std::move(options)) {
@@ -91,7 +92,7 @@ class ConnectionFlood {
     ::close(s.fd);  // also leaves the epoll set
     s.fd = -1;
     s.established = false;
-    s.next_action = Clock::now() + std::chrono::milliseconds(100);
+    s.next_action = Clock::now() + options_.reopen_delay;
   }
 
   void run() {
