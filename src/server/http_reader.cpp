@@ -149,6 +149,10 @@ size_t RequestReader::feed(std::string_view input) {
   }
   if (stage_ != Stage::kHead && stage_ != Stage::kBody) return taken;
 
+  // After "need more", Beast must be given more: its parser assumes each call brings new bytes
+  // (a debug build asserts on a chunk header otherwise).
+  if (needs_more_than_ && input.size() <= *needs_more_than_) return taken;
+  needs_more_than_.reset();
   boost::system::error_code ec;
   http::request_parser<http::string_body>& p = parser_->beast;
   while (!input.empty() && !p.is_done()) {
@@ -157,6 +161,7 @@ size_t RequestReader::feed(std::string_view input) {
     input.remove_prefix(n);
     if (ec == http::error::need_more) {
       ec = {};
+      needs_more_than_ = input.size();
       break;
     }
     if (ec) {

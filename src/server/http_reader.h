@@ -74,6 +74,7 @@ class RequestReader {
   bool keep_alive_ = false;
   bool expects_continue_ = false;
   std::optional<uint64_t> content_length_;
+  std::optional<size_t> needs_more_than_;  // Beast said "need more" with this many bytes left
 };
 
 // The request target's path, percent-decoded, and its query; nullopt when it is malformed.
