@@ -405,15 +405,15 @@ struct Server::Impl {
 
   // Waits for the job's end while checking that its client is still there; false (and the job
   // cancelled) once it is not. Streams each update through `on_update` first.
-  bool follow(GenerationStream& job, BodyWriter& out, StreamUpdate& update,
-              const std::function<bool(const StreamUpdate&)>& on_update) {
+  bool follow(GenerationStream& job, const std::function<bool()>& client_connected,
+              StreamUpdate& update, const std::function<bool(const StreamUpdate&)>& on_update) {
     auto last_check = std::chrono::steady_clock::now();
     for (;;) {
       update = job.wait(kPollInterval);
       bool ok = on_update(update);
       const auto now = std::chrono::steady_clock::now();
       if (ok && !update.done && now - last_check >= kPollInterval) {
-        ok = out.connected();  // also while deltas arrive: a non-streaming client writes nothing
+        ok = client_connected();  // also while deltas arrive
         last_check = now;
       }
       if (!ok) {
@@ -517,15 +517,12 @@ struct Server::Impl {
   template <typename Body>
   HttpResponse whole(const HttpRequest& http_request, GenerationStream& job, Body body) {
     StreamUpdate u;
-    for (;;) {
-      u = job.wait(kPollInterval);
-      if (u.done) break;
-      if (!http_request.client_connected()) {
-        job.cancel();
-        return error_response(ApiError(499, "The client closed the connection.", {},
-                                       "client_closed_request"));
-      }
-    }
+    const bool completed = follow(
+        job, [&http_request] { return http_request.client_connected(); }, u,
+        [](const StreamUpdate&) { return true; });
+    if (!completed)  // nobody reads this: the client is gone
+      return error_response(
+          ApiError(499, "The client closed the connection.", {}, "client_closed_request"));
     observe(job);
     if (auto e = failure(u)) return error_response(*e);
     return json_response(200, body(u));
@@ -554,7 +551,8 @@ struct Server::Impl {
         return;
       }
       StreamUpdate u;
-      const bool completed = follow(*job, out, u, [&](const StreamUpdate& update) {
+      const bool completed =
+          follow(*job, [&out] { return out.connected(); }, u, [&](const StreamUpdate& update) {
         for (const auto& d : update.deltas)
           if (!chunk(delta_json(d.text), "", d.logprobs)) return false;
         return true;
@@ -638,7 +636,8 @@ struct Server::Impl {
         return;
       }
       StreamUpdate u;
-      const bool completed = follow(*job, out, u, [&](const StreamUpdate& update) {
+      const bool completed =
+          follow(*job, [&out] { return out.connected(); }, u, [&](const StreamUpdate& update) {
         for (const auto& d : update.deltas)
           if (!chunk(d.text.content, "", d.logprobs)) return false;
         return true;
