@@ -64,12 +64,11 @@ HttpRefusal refusal_for(const boost::system::error_code& ec, size_t max_body_byt
   return {400, "The HTTP request is malformed (" + ec.message() + ")."};
 }
 
-}  // namespace
-
-std::string HttpRequest::header(const std::string& lower_case_name) const {
-  auto it = headers.find(lower_case_name);
-  return it == headers.end() ? std::string() : it->second;
-}
+// The request target's path, percent-decoded, and its query; nullopt when it is malformed.
+struct RequestTarget {
+  std::string path;
+  std::string query;
+};
 
 std::optional<RequestTarget> split_target(std::string_view target, std::string_view method) {
   if (target == "*") {
@@ -105,6 +104,13 @@ std::optional<RequestTarget> split_target(std::string_view target, std::string_v
     out.path += c;
   }
   return out;
+}
+
+}  // namespace
+
+std::string HttpRequest::header(const std::string& lower_case_name) const {
+  auto it = headers.find(lower_case_name);
+  return it == headers.end() ? std::string() : it->second;
 }
 
 struct RequestReader::Parser {

@@ -77,11 +77,4 @@ class RequestReader {
   std::optional<size_t> needs_more_than_;  // Beast said "need more" with this many bytes left
 };
 
-// The request target's path, percent-decoded, and its query; nullopt when it is malformed.
-struct RequestTarget {
-  std::string path;
-  std::string query;
-};
-std::optional<RequestTarget> split_target(std::string_view target, std::string_view method);
-
 }  // namespace strata::server

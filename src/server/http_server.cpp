@@ -92,14 +92,13 @@ struct HttpServer::Impl final : ConnectionHost {
   // The loop's own state.
   std::list<std::shared_ptr<Connection>> connections;
   std::unordered_map<std::string, size_t> per_client;  // connections not closing, by address
-  size_t open = 0;                                     // connections not closing
   size_t cap = 0;
   size_t body_memory = 0;
   bool stopping_now = false;
   Clock::time_point force_at = Clock::time_point::max();
 
   std::atomic<bool> stop_requested{false};
-  std::atomic<size_t> open_count{0};
+  std::atomic<size_t> open{0};  // connections not closing (written by the loop, read by stats())
   std::atomic<uint64_t> accepted{0}, refused{0}, evicted{0}, timed_out{0}, rejected{0};
 
   explicit Impl(HttpServerOptions o)
@@ -187,7 +186,6 @@ struct HttpServer::Impl final : ConnectionHost {
 
   void retire(Connection& c) override {
     --open;
-    open_count = open;
     auto it = per_client.find(c.address());
     if (it != per_client.end() && --it->second == 0) per_client.erase(it);
   }
@@ -235,7 +233,6 @@ struct HttpServer::Impl final : ConnectionHost {
     c->registry_entry = connections.insert(connections.end(), c);
     ++per_client[address];
     ++open;
-    open_count = open;
     asio::co_spawn(io, c->serve(), asio::detached);
   }
 
@@ -250,7 +247,7 @@ struct HttpServer::Impl final : ConnectionHost {
       }
       if (ec == asio::error::no_descriptors || ec.value() == EMFILE || ec.value() == ENFILE) {
         // Out of descriptors: make room, and give the loop a moment before accepting again.
-        log::warn("HTTP server: out of file descriptors at {} connections", open);
+        log::warn("HTTP server: out of file descriptors at {} connections", open.load());
         evict_oldest(nullptr);
         pause.expires_after(std::chrono::milliseconds(20));
         co_await pause.async_wait(asio::as_tuple(use_awaitable));
@@ -345,7 +342,7 @@ void HttpServer::stop(std::chrono::milliseconds force_after) {
 
 HttpServer::Stats HttpServer::stats() const {
   const Impl& impl = *impl_;
-  return Stats{impl.open_count, impl.accepted, impl.refused,
+  return Stats{impl.open, impl.accepted, impl.refused,
                impl.evicted,    impl.timed_out, impl.rejected};
 }
 
