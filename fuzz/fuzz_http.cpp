@@ -126,11 +126,14 @@ class LoopbackServer {
       };
       return out;
     });
-    http_->route("GET", "/ping", [](const HttpRequest&) {
-      HttpResponse out;
-      out.body = "pong";
-      return out;
-    }, /*inline_handler=*/true);
+    http_->route(
+        "GET", "/ping",
+        [](const HttpRequest&) {
+          HttpResponse out;
+          out.body = "pong";
+          return out;
+        },
+        /*inline_handler=*/true);
     port_ = http_->bind();
     std::thread([server = http_] { server->run(); }).detach();  // lives as long as the process
   }

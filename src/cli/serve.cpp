@@ -175,8 +175,7 @@ int run_serve(const ServeArgs& args) {
 
   std::atomic<bool> finished{false};
   std::thread watcher(watch_signals, std::ref(server), pipe_fds[0],
-                      milliseconds(args.shutdown_timeout),
-                      std::cref(finished));
+                      milliseconds(args.shutdown_timeout), std::cref(finished));
   server.run();
   finished = true;
   watcher.join();

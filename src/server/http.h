@@ -21,8 +21,8 @@ namespace strata::server {
 
 struct HttpRequest {
   std::string method;
-  std::string path;   // percent-decoded, without the query
-  std::string query;  // after '?', as sent
+  std::string path;                            // percent-decoded, without the query
+  std::string query;                           // after '?', as sent
   std::map<std::string, std::string> headers;  // names in lower case; repeats joined by ", "
   std::string body;                            // de-chunked
   std::string client_address;

@@ -9,6 +9,7 @@
 // arguments was destroyed twice (a double free). So each co_await stands alone in its statement,
 // and its arguments are named objects.
 
+#include <fmt/format.h>
 #include <poll.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -16,9 +17,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include <fmt/format.h>
-
 #include <condition_variable>
 #include <mutex>
 
@@ -33,7 +31,7 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr size_t kWriteSlice = 256 << 10;  // a write's progress is seen at least this often
+constexpr size_t kWriteSlice = 256 << 10;     // a write's progress is seen at least this often
 constexpr size_t kStreamHighWater = 1 << 20;  // a stream function waits while more is queued
 constexpr size_t kDrainLimit = 1 << 20;       // bytes read and dropped after a final answer
 constexpr std::chrono::seconds kDrainTime{2};
@@ -242,7 +240,8 @@ asio::awaitable<void> Connection::serve() {
 
 asio::awaitable<bool> Connection::read_more() {
   if (closed_ || expired_) co_return false;
-  auto [wait_error] = co_await socket_.async_wait(tcp::socket::wait_read, asio::as_tuple(use_awaitable));
+  auto [wait_error] =
+      co_await socket_.async_wait(tcp::socket::wait_read, asio::as_tuple(use_awaitable));
   if (wait_error || closed_ || expired_) co_return false;
   const std::span<char> buffer = host_.read_buffer();
   boost::system::error_code ec;

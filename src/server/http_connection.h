@@ -3,10 +3,9 @@
 // the server's single event-loop thread; handlers run on workers. Internal to http_server.cpp.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
-
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>

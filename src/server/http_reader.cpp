@@ -3,11 +3,10 @@
 // body bytes to the request as they come, counting them against the body limit after de-chunking.
 #include "server/http_reader.h"
 
+#include <algorithm>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
-
-#include <algorithm>
 #include <cctype>
 
 namespace strata::server {
@@ -229,8 +228,9 @@ void RequestReader::check_head() {
   // coding we do not decode (and "chunked" not last would let the body be read as a request).
   if (const std::string te = request_.header("transfer-encoding"); !te.empty()) {
     if (!iequals(trim(te), "chunked") || !parser_->beast.chunked())
-      return fail(501, "Transfer-Encoding '" + te + "' is not supported: send the body with "
-                       "Content-Length, or chunked.");
+      return fail(501, "Transfer-Encoding '" + te +
+                           "' is not supported: send the body with "
+                           "Content-Length, or chunked.");
   }
   // Compressed bodies are refused: a small one could inflate past every limit.
   if (const std::string ce = request_.header("content-encoding");

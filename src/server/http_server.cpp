@@ -6,6 +6,8 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -15,9 +17,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include <algorithm>
-#include <atomic>
 #include <list>
 #include <unordered_map>
 #include <vector>
@@ -36,7 +35,7 @@ using tcp = asio::ip::tcp;
 namespace {
 
 constexpr std::chrono::milliseconds kSweepInterval{100};
-constexpr size_t kReservedFiles = 64;  // descriptors kept for everything but connections
+constexpr size_t kReservedFiles = 64;   // descriptors kept for everything but connections
 constexpr size_t kLargeBody = 1 << 20;  // after a request this large, free memory goes back
 
 // A large request leaves its parse's garbage in the worker's malloc arena, and glibc keeps what
@@ -64,8 +63,7 @@ struct Route {
 // The connections the process can hold: the configured cap, within the open-file limit.
 size_t connection_cap(size_t configured) {
   rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
-    return configured;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return configured;
   const size_t files = static_cast<size_t>(limit.rlim_cur);
   return std::min(configured, files > 2 * kReservedFiles ? files - kReservedFiles : files / 2);
 }
@@ -155,9 +153,9 @@ struct HttpServer::Impl final : ConnectionHost {
     }
     if (route == nullptr) {
       ++rejected;
-      co_return error_response(path_known ? 405 : 404,
-                               path_known ? "Method not allowed for this endpoint."
-                                          : "Not found: no such endpoint.");
+      co_return error_response(path_known ? 405 : 404, path_known
+                                                           ? "Method not allowed for this endpoint."
+                                                           : "Not found: no such endpoint.");
     }
     if (route->inline_handler) co_return call(*route, request);
     auto on_worker = [this, route, &request]() -> asio::awaitable<HttpResponse> {
@@ -172,12 +170,11 @@ struct HttpServer::Impl final : ConnectionHost {
     co_return response;
   }
 
-  void run_on_worker(std::function<void()> work) override {
-    asio::post(workers, std::move(work));
-  }
+  void run_on_worker(std::function<void()> work) override { asio::post(workers, std::move(work)); }
 
   bool take_body_memory(size_t bytes) override {
-    if (bytes > config.policy.max_body_memory - std::min(body_memory, config.policy.max_body_memory))
+    if (bytes >
+        config.policy.max_body_memory - std::min(body_memory, config.policy.max_body_memory))
       return false;
     body_memory += bytes;
     return true;
@@ -317,8 +314,10 @@ int HttpServer::bind() {
   impl.acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) impl.acceptor.bind(endpoint, ec);
-  check(!ec, ErrorKind::kIo, "cannot listen on {}:{} ({}: in use, or not an address of this "
-        "machine?)", o.host, o.port, ec.message());
+  check(!ec, ErrorKind::kIo,
+        "cannot listen on {}:{} ({}: in use, or not an address of this "
+        "machine?)",
+        o.host, o.port, ec.message());
   impl.acceptor.listen(o.listen_backlog, ec);
   check(!ec, ErrorKind::kIo, "cannot listen on {}:{}: {}", o.host, o.port, ec.message());
   impl.cap = connection_cap(o.policy.max_connections);
@@ -342,8 +341,7 @@ void HttpServer::stop(std::chrono::milliseconds force_after) {
 
 HttpServer::Stats HttpServer::stats() const {
   const Impl& impl = *impl_;
-  return Stats{impl.open, impl.accepted, impl.refused,
-               impl.evicted,    impl.timed_out, impl.rejected};
+  return Stats{impl.open, impl.accepted, impl.refused, impl.evicted, impl.timed_out, impl.rejected};
 }
 
 }  // namespace strata::server

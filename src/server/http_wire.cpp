@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 namespace strata::server {
 
 namespace {
@@ -18,37 +20,40 @@ void append_header(std::string& out, std::string_view name, std::string_view val
 }  // namespace
 
 const char* reason_phrase(int status) {
-  switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 422: return "Unprocessable Content";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 499: return "Client Closed Request";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
-  }
+  static constexpr std::pair<int, const char*> kPhrases[] = {
+      {100, "Continue"},
+      {200, "OK"},
+      {204, "No Content"},
+      {400, "Bad Request"},
+      {401, "Unauthorized"},
+      {403, "Forbidden"},
+      {404, "Not Found"},
+      {405, "Method Not Allowed"},
+      {408, "Request Timeout"},
+      {409, "Conflict"},
+      {411, "Length Required"},
+      {413, "Content Too Large"},
+      {414, "URI Too Long"},
+      {415, "Unsupported Media Type"},
+      {417, "Expectation Failed"},
+      {422, "Unprocessable Content"},
+      {429, "Too Many Requests"},
+      {431, "Request Header Fields Too Large"},
+      {499, "Client Closed Request"},
+      {500, "Internal Server Error"},
+      {501, "Not Implemented"},
+      {503, "Service Unavailable"},
+      {505, "HTTP Version Not Supported"},
+  };
+  for (const auto& [code, phrase] : kPhrases)
+    if (code == status) return phrase;
+  return "Unknown";
 }
 
 std::string response_head(const HttpResponse& response, std::optional<size_t> content_length,
                           bool chunked, bool keep_alive) {
-  std::string out = fmt::format("HTTP/1.1 {} {}\r\n", response.status, reason_phrase(response.status));
+  std::string out =
+      fmt::format("HTTP/1.1 {} {}\r\n", response.status, reason_phrase(response.status));
   append_header(out, "Content-Type", response.content_type);
   if (content_length)
     append_header(out, "Content-Length", std::to_string(*content_length));

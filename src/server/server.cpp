@@ -92,10 +92,8 @@ struct Server::Impl {
   static HttpServerOptions http_options(const ServerOptions& o) {
     // Every admitted request may hold a worker for its whole generation; the rest serve
     // tokenization and rejections meanwhile.
-    return HttpServerOptions{.host = o.host,
-                             .port = o.port,
-                             .threads = o.max_concurrency + 16,
-                             .policy = o.connections};
+    return HttpServerOptions{
+        .host = o.host, .port = o.port, .threads = o.max_concurrency + 16, .policy = o.connections};
   }
 
   int64_t context_size() const { return model.engine.options().context_size; }
@@ -116,13 +114,16 @@ struct Server::Impl {
       const std::string p = prefix;
       add("POST", p + "/chat/completions", [this](const HttpRequest& r) { return chat(r); });
       add("POST", p + "/completions", [this](const HttpRequest& r) { return completion(r); });
-      add("GET", p + "/models", [this](const HttpRequest&) { return models(); }, kInline);
-      add("GET", p + "/models/*", [this](const HttpRequest& r) { return model_by_id(r); },
-          kInline);
+      add(
+          "GET", p + "/models", [this](const HttpRequest&) { return models(); }, kInline);
+      add(
+          "GET", p + "/models/*", [this](const HttpRequest& r) { return model_by_id(r); }, kInline);
     }
     // Answered on the event loop: a probe gets its answer even while every worker is busy.
-    add("GET", "/health", [this](const HttpRequest&) { return health(); }, kInline);
-    add("GET", "/metrics", [this](const HttpRequest&) { return prometheus(); }, kInline);
+    add(
+        "GET", "/health", [this](const HttpRequest&) { return health(); }, kInline);
+    add(
+        "GET", "/metrics", [this](const HttpRequest&) { return prometheus(); }, kInline);
     add("POST", "/tokenize", [this](const HttpRequest& r) { return tokenize(r); });
     add("POST", "/detokenize", [this](const HttpRequest& r) { return detokenize(r); });
   }
@@ -132,21 +133,24 @@ struct Server::Impl {
   // Registers a route whose ApiErrors (and errors from the layers below) become OpenAI errors.
   void add(const char* method, const std::string& path,
            std::function<HttpResponse(const HttpRequest&)> handler, bool inline_handler = false) {
-    http.route(method, path, [this, path, handler = std::move(handler)](const HttpRequest& r) {
-      HttpResponse response;
-      try {
-        response = handler(r);
-      } catch (const ApiError& e) {
-        response = error_response(e);
-      } catch (const Error& e) {
-        response = error_response(api_error_from(e));
-      } catch (const std::exception& e) {
-        log::error("{} {}: {}", r.method, r.path, e.what());
-        response = error_response(ApiError(500, e.what(), {}, {}, "server_error"));
-      }
-      metrics.count_request(path, response.status);
-      return response;
-    }, inline_handler);
+    http.route(
+        method, path,
+        [this, path, handler = std::move(handler)](const HttpRequest& r) {
+          HttpResponse response;
+          try {
+            response = handler(r);
+          } catch (const ApiError& e) {
+            response = error_response(e);
+          } catch (const Error& e) {
+            response = error_response(api_error_from(e));
+          } catch (const std::exception& e) {
+            log::error("{} {}: {}", r.method, r.path, e.what());
+            response = error_response(ApiError(500, e.what(), {}, {}, "server_error"));
+          }
+          metrics.count_request(path, response.status);
+          return response;
+        },
+        inline_handler);
   }
 
   void check_model(const std::string& name) const {
@@ -551,12 +555,13 @@ struct Server::Impl {
         return;
       }
       StreamUpdate u;
-      const bool completed =
-          follow(*job, [&out] { return out.connected(); }, u, [&](const StreamUpdate& update) {
-        for (const auto& d : update.deltas)
-          if (!chunk(delta_json(d.text), "", d.logprobs)) return false;
-        return true;
-      });
+      const bool completed = follow(
+          *job, [&out] { return out.connected(); }, u,
+          [&](const StreamUpdate& update) {
+            for (const auto& d : update.deltas)
+              if (!chunk(delta_json(d.text), "", d.logprobs)) return false;
+            return true;
+          });
       if (!completed) return;
       observe(*job);
       if (auto e = failure(u)) {
@@ -595,9 +600,9 @@ struct Server::Impl {
     }
     StreamSettings settings;
     settings.skip_special_tokens = true;
-    auto job = submit(std::move(admission),
-                      generation_request(r.options, std::move(prompt), "prompt", 16), r.options,
-                      std::move(settings));
+    auto job =
+        submit(std::move(admission), generation_request(r.options, std::move(prompt), "prompt", 16),
+               r.options, std::move(settings));
     const ResponseHeader header{new_response_id("cmpl-"), unix_time_now(), options.model_id};
     const std::string echo = r.echo ? prompt_text : std::string();
     return r.options.stream ? stream_completion(job, header, r.options.include_usage, echo)
@@ -636,12 +641,13 @@ struct Server::Impl {
         return;
       }
       StreamUpdate u;
-      const bool completed =
-          follow(*job, [&out] { return out.connected(); }, u, [&](const StreamUpdate& update) {
-        for (const auto& d : update.deltas)
-          if (!chunk(d.text.content, "", d.logprobs)) return false;
-        return true;
-      });
+      const bool completed = follow(
+          *job, [&out] { return out.connected(); }, u,
+          [&](const StreamUpdate& update) {
+            for (const auto& d : update.deltas)
+              if (!chunk(d.text.content, "", d.logprobs)) return false;
+            return true;
+          });
       if (!completed) return;
       observe(*job);
       if (auto e = failure(u)) {

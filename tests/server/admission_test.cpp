@@ -12,11 +12,11 @@
 namespace strata {
 namespace {
 
+using test::chat_body;
 using test::HttpConnection;
 using test::HttpResult;
-using test::TestServer;
-using test::chat_body;
 using test::read_stream;
+using test::TestServer;
 
 TEST(Admission, ASequentialClientIsNeverRefusedAtConcurrencyOne) {
   server::ServerOptions options;
@@ -64,9 +64,9 @@ TEST(Admission, PastTheLimitA503WithRetryAfterCostsNoRendering) {
   busy.read_until(" la");
   // Qwen3's template raises on a conversation with no user message: rendered, this would be a
   // 400. Refused before rendering, it is the 503.
-  const HttpResult r = s.post(
-      "/v1/chat/completions",
-      Json{{"messages", {{{"role", "system"}, {"content", "only a system prompt"}}}}});
+  const HttpResult r =
+      s.post("/v1/chat/completions",
+             Json{{"messages", {{{"role", "system"}, {"content", "only a system prompt"}}}}});
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(r.headers.at("retry-after"), "1");
   EXPECT_EQ(Json::parse(r.body)["error"]["code"], "server_busy");

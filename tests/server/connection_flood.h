@@ -49,7 +49,7 @@ class ConnectionFlood {
   }
 
   size_t connected() const { return connected_; }  // established and open now
-  uint64_t reopened() const { return reopened_; }   // closed by the server, opened again
+  uint64_t reopened() const { return reopened_; }  // closed by the server, opened again
   uint64_t head_bytes() const { return head_bytes_; }
 
  private:

@@ -79,7 +79,8 @@ TEST(HostileClients, DeepNestingInEachOfTheEightPlacesIsA400AndServingGoesOn) {
       {"the body", "/v1/chat/completions", deep},
       {"a message field", "/v1/chat/completions",
        R"({"messages":[{"role":"user","content":"hi","extra":)" + deep + "}]}"},
-      {"content", "/v1/chat/completions", R"({"messages":[{"role":"user","content":)" + deep + "}]}"},
+      {"content", "/v1/chat/completions",
+       R"({"messages":[{"role":"user","content":)" + deep + "}]}"},
       {"tool parameters", "/v1/chat/completions",
        R"({"messages":[)" + user +
            R"(],"tools":[{"type":"function","function":{"name":"f","parameters":)" + deep_obj +
@@ -105,7 +106,7 @@ TEST(HostileClients, DeepNestingInEachOfTheEightPlacesIsA400AndServingGoesOn) {
 struct FloodResult {
   double worst_health = 0, worst_chat = 0;  // seconds
   size_t requests = 0;
-  double mean_held = 0;  // the flood's open connections, on average over the samples
+  double mean_held = 0;   // the flood's open connections, on average over the samples
   int64_t most_open = 0;  // the most connections the server said it had open (/health)
 };
 
@@ -120,8 +121,8 @@ FloodResult serve_through(ServeProcess& server, ConnectionFlood& flood, double s
     r.worst_health = std::max(r.worst_health, seconds_since(t));
     EXPECT_EQ(health.status, 200);
     if (health.status == 200)
-      r.most_open = std::max(r.most_open,
-                             Json::parse(health.body)["connections"]["open"].get<int64_t>());
+      r.most_open =
+          std::max(r.most_open, Json::parse(health.body)["connections"]["open"].get<int64_t>());
     t = Clock::now();
     const HttpResult chat =
         post(server.port(), "/v1/chat/completions",
@@ -134,13 +135,13 @@ FloodResult serve_through(ServeProcess& server, ConnectionFlood& flood, double s
   }
   flood.stop();
   r.mean_held = held / static_cast<double>(r.requests / 2);
-  std::printf("flood: %zu requests; slowest /health %.3f s, slowest chat %.3f s; %.0f flood "
-              "connections open on average (at most %lld in the server), %llu reopened, %llu slow "
-              "header bytes\n",
-              r.requests, r.worst_health, r.worst_chat, r.mean_held,
-              static_cast<long long>(r.most_open),
-              static_cast<unsigned long long>(flood.reopened()),
-              static_cast<unsigned long long>(flood.head_bytes()));
+  std::printf(
+      "flood: %zu requests; slowest /health %.3f s, slowest chat %.3f s; %.0f flood "
+      "connections open on average (at most %lld in the server), %llu reopened, %llu slow "
+      "header bytes\n",
+      r.requests, r.worst_health, r.worst_chat, r.mean_held, static_cast<long long>(r.most_open),
+      static_cast<unsigned long long>(flood.reopened()),
+      static_cast<unsigned long long>(flood.head_bytes()));
   return r;
 }
 
@@ -207,8 +208,10 @@ TEST(HostileClients, SigtermWithSlowClientsExitsWithinTheShutdownTimeout) {
   const std::optional<int> status = server.wait(10s);
   const double took = seconds_since(start);
   ASSERT_TRUE(status.has_value()) << "still running 10 s after SIGTERM";
-  std::printf("SIGTERM with 100 slow clients and a stream nobody reads: exited in %.2f s "
-              "(--shutdown-timeout 1)\n", took);
+  std::printf(
+      "SIGTERM with 100 slow clients and a stream nobody reads: exited in %.2f s "
+      "(--shutdown-timeout 1)\n",
+      took);
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << server.log();
   EXPECT_LT(took, 1.0 + 1.0) << "exit took " << took << " s";
 }
@@ -233,7 +236,8 @@ TEST(HostileClients, AmplificationThroughLineChunkingCompressionAndRangeIsBounde
   // A chunked body of 200 MiB: refused (413) at the body limit after de-chunking.
   {
     HttpConnection c(server.port());
-    c.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    c.send_all(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
     const std::string chunk = "100000\r\n" + std::string(kMiB, 'a') + "\r\n";
     size_t sent = 0;
     while (sent < 200 && c.send_all(chunk)) ++sent;
@@ -252,15 +256,17 @@ TEST(HostileClients, AmplificationThroughLineChunkingCompressionAndRangeIsBounde
   {
     std::string ranges = "bytes=0-";
     for (int i = 1; i < 2000; ++i) ranges += ",0-";
-    const HttpResult r = post(server.port(), "/tokenize", R"({"content":")" +
-                                                              std::string(100000, 'x') + "\"}",
-                              {{"Range", ranges}});
+    const HttpResult r =
+        post(server.port(), "/tokenize", R"({"content":")" + std::string(100000, 'x') + "\"}",
+             {{"Range", ranges}});
     EXPECT_TRUE(r.status == 200 || r.status == 431) << r.status;
     EXPECT_LT(r.body.size(), 2 * kMiB);
   }
   EXPECT_LT(growth(), static_cast<int64_t>(64 * kMiB));
-  std::printf("amplification: resident memory %+.1f MiB after an endless request line, a 200 MiB "
-              "chunked body, a gzip body and 2,000 ranges\n", growth() / double(kMiB));
+  std::printf(
+      "amplification: resident memory %+.1f MiB after an endless request line, a 200 MiB "
+      "chunked body, a gzip body and 2,000 ranges\n",
+      growth() / double(kMiB));
   expect_serving(server);
 }
 
@@ -301,12 +307,19 @@ TEST(HostileClients, MemoryComesBackAfterAHundredMaximalRejectedRequests) {
   for (int i = 0; i < 100; ++i) {
     HttpResult r;
     switch (i % 4) {
-      case 0: r = post(server.port(), "/v1/chat/completions", broken); break;
-      case 1: r = post(server.port(), "/v1/completions", numbers); break;
-      case 2: r = post(server.port(), "/v1/chat/completions", over); break;
+      case 0:
+        r = post(server.port(), "/v1/chat/completions", broken);
+        break;
+      case 1:
+        r = post(server.port(), "/v1/completions", numbers);
+        break;
+      case 2:
+        r = post(server.port(), "/v1/chat/completions", over);
+        break;
       default: {
         HttpConnection c(server.port());
-        c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+        c.send_all(
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
         const std::string chunk = "100000\r\n" + std::string(kMiB, ' ') + "\r\n";
         for (int k = 0; k < 17 && c.send_all(chunk); ++k) {
         }
@@ -328,7 +341,8 @@ TEST(HostileClients, MalformedFramingIsRefusedAndPipelinedRequestsAreAllAnswered
   ServeProcess server;
   HttpConnection conflicting(server.port());
   conflicting.send_all(
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 30\r\n\r\n{}");
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: "
+      "30\r\n\r\n{}");
   EXPECT_EQ(conflicting.read_response().status, 400);
 
   std::string many = "GET /health HTTP/1.1\r\nHost: x\r\n";
@@ -364,8 +378,8 @@ TEST(HostileClients, ServeRefusesAModelConfigItCouldNotRun) {
   ASSERT_NE(at, std::string::npos);
   config.replace(at, eps.size(), "\"rms_norm_eps\": -1e-06");
   write_bytes(dir + "/config.json", config);
-  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata serve --port 0 --model " +
-                          dir + " 2>&1 < /dev/null";
+  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata serve --port 0 --model " + dir +
+                          " 2>&1 < /dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[1024];

@@ -67,7 +67,8 @@ TEST(HttpReader, ReadsAPostWithContentLengthInAnySplit) {
 
 TEST(HttpReader, StopsAtTheHeadSoTheCallerCanCheckItBeforeTheBody) {
   RequestReader reader(small_limits());
-  const std::string req = "POST /x HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\nabc";
+  const std::string req =
+      "POST /x HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\nabc";
   const size_t n = reader.feed(req);
   EXPECT_EQ(reader.stage(), Stage::kBody);
   EXPECT_EQ(n, req.size() - 3);  // the body is not touched yet
@@ -79,8 +80,10 @@ TEST(HttpReader, StopsAtTheHeadSoTheCallerCanCheckItBeforeTheBody) {
 
 TEST(HttpReader, ChunkedBodiesAreDecodedAndLimitedAfterDecoding) {
   for (size_t step : {1, 2, 3, 1000}) {  // a byte at a time too: the last chunk's trailers
-    Fed f = feed("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-                 "3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nTrailer: x\r\n\r\n", step);
+    Fed f = feed(
+        "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nTrailer: x\r\n\r\n",
+        step);
     ASSERT_EQ(f.reader->stage(), Stage::kComplete) << step;
     EXPECT_EQ(f.reader->take().body, "abcde");
   }
@@ -135,7 +138,8 @@ TEST(HttpReader, SmugglingShapesAreRefused) {
   Fed folded = feed("GET /x HTTP/1.1\r\nX: a\r\n b\r\n\r\n");
   ASSERT_EQ(folded.reader->stage(), Stage::kComplete);
   EXPECT_EQ(folded.reader->request().header("x").find('\n'), std::string::npos);
-  Fed identity = feed("POST /x HTTP/1.1\r\nContent-Encoding: identity\r\nContent-Length: 2\r\n\r\nok");
+  Fed identity =
+      feed("POST /x HTTP/1.1\r\nContent-Encoding: identity\r\nContent-Length: 2\r\n\r\nok");
   EXPECT_EQ(identity.reader->stage(), Stage::kComplete);
 }
 
@@ -184,9 +188,9 @@ TEST(HttpReader, VersionsAndTargets) {
   EXPECT_EQ(r.path, "/v1/models/a");
   EXPECT_EQ(r.query, "q");
 
-  for (const char* bad : {"GET x HTTP/1.1\r\n\r\n", "GET /%zz HTTP/1.1\r\n\r\n",
-                          "GET /a%00b HTTP/1.1\r\n\r\n", "GET /a% HTTP/1.1\r\n\r\n",
-                          "GET * HTTP/1.1\r\n\r\n", "GET ftp://x/ HTTP/1.1\r\n\r\n"}) {
+  for (const char* bad :
+       {"GET x HTTP/1.1\r\n\r\n", "GET /%zz HTTP/1.1\r\n\r\n", "GET /a%00b HTTP/1.1\r\n\r\n",
+        "GET /a% HTTP/1.1\r\n\r\n", "GET * HTTP/1.1\r\n\r\n", "GET ftp://x/ HTTP/1.1\r\n\r\n"}) {
     RequestReader reader(small_limits());
     reader.feed(bad);
     EXPECT_EQ(reader.stage(), Stage::kFailed) << bad;
@@ -195,8 +199,7 @@ TEST(HttpReader, VersionsAndTargets) {
 }
 
 TEST(HttpReader, PipelinedRequestsAreReadOneAtATime) {
-  const std::string two =
-      "POST /a HTTP/1.1\r\nContent-Length: 1\r\n\r\nxGET /b HTTP/1.1\r\n\r\n";
+  const std::string two = "POST /a HTTP/1.1\r\nContent-Length: 1\r\n\r\nxGET /b HTTP/1.1\r\n\r\n";
   RequestReader first(small_limits());
   size_t n = first.feed(two);
   n += first.feed(std::string_view(two).substr(n));

@@ -1,8 +1,6 @@
 // HttpServer on loopback with small limits and deadlines: pipelining and keep-alive, each phase's
 // deadline, eviction at the connection caps, auth before the body, the body-memory budget, slow
 // readers of a stream, a client that goes away, and stop() with connections in every state.
-#include "server/http.h"
-
 #include <gtest/gtest.h>
 #include <poll.h>
 
@@ -11,6 +9,7 @@
 #include <thread>
 
 #include "http_client.h"
+#include "server/http.h"
 
 namespace strata::server {
 namespace {
@@ -124,10 +123,10 @@ bool eventually(F condition, std::chrono::milliseconds within = 3000ms) {
 TEST(HttpServer, PipelinedRequestsAreAnsweredInOrderOnOneConnection) {
   TestHttp s;
   HttpConnection c(s.port());
-  ASSERT_TRUE(c.send_all(
-      "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
-      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
-      "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(
+      c.send_all("GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
+                 "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+                 "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   const std::string all = read_all(c);
   const size_t first = all.find("pong"), second = all.find("hello"), third = all.rfind("pong");
   ASSERT_NE(first, std::string::npos) << all;
@@ -292,8 +291,9 @@ TEST(HttpServer, BodiesHeldAtOnceStayWithinTheBodyMemoryBudget) {
 TEST(HttpServer, AHeadRequestGetsNoBodySoTheConnectionStaysInStep) {
   TestHttp s;
   HttpConnection c(s.port());
-  c.send_all("HEAD /ping HTTP/1.1\r\nHost: x\r\n\r\nGET /ping HTTP/1.1\r\nHost: x\r\n"
-             "Connection: close\r\n\r\n");
+  c.send_all(
+      "HEAD /ping HTTP/1.1\r\nHost: x\r\n\r\nGET /ping HTTP/1.1\r\nHost: x\r\n"
+      "Connection: close\r\n\r\n");
   const std::string all = read_all(c);
   // The HEAD's answer (405: no such route) has its length but no body; the GET's follows it.
   const size_t second = all.find("HTTP/1.1 200 OK");

@@ -26,8 +26,8 @@ namespace strata::test {
 class ServeProcess {
  public:
   explicit ServeProcess(std::vector<std::string> extra_args = {}) {
-    std::vector<std::string> args = {std::string(STRATA_BINARY_DIR) + "/strata", "serve",
-                                     "--port", "0"};
+    std::vector<std::string> args = {std::string(STRATA_BINARY_DIR) + "/strata", "serve", "--port",
+                                     "0"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
