@@ -56,6 +56,8 @@ struct ServeArgs {
   int64_t ctx_size = 0;  // 0: the model's trained context, at most 4096
   std::string chat_template;  // a .jinja (or .json) file overriding the model's template
   size_t max_concurrency = 64;
+  int64_t parallel = 0;         // sequences run at once; 0: as many as the state budget holds, at most 64
+  double state_budget_mib = 0;  // memory for sequence state; 0: half the GPU's free memory, or 1 GiB on the CPU
   size_t max_body_bytes = 16 << 20;
   size_t max_connections = 4096;             // open at once (within the open-file limit)
   size_t max_connections_per_client = 1024;  // open at once from one client address

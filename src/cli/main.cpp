@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--ctx-size,-c", serve.ctx_size, "Context size in tokens (default: the model's, at most 4096)")
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--chat-template", serve.chat_template, "Chat template file (.jinja or .json) to use instead of the model's");
+  serve_cmd->add_option("--parallel", serve.parallel, "Requests generating at once, each with its own state slot of --ctx-size (default: as many as --state-budget holds, at most 64)")
+      ->check(CLI::NonNegativeNumber);
+  serve_cmd->add_option("--state-budget", serve.state_budget_mib, "MiB of memory for sequence state (KV cache and recurrent state) when --parallel is not given (default: half the GPU's free memory after loading, 1024 on the CPU)")
+      ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-concurrency", serve.max_concurrency, "Requests admitted at once (generating + queued); more get 503")
       ->check(CLI::Range(1, 4096));
   serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes, "Largest request body accepted (413 beyond)")

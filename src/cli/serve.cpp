@@ -131,6 +131,20 @@ void raise_open_file_limit() {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
+// --parallel, or as many slots of ctx tokens as the state budget holds (at least 1, at most 64,
+// and no more than requests may be admitted).
+int64_t parallel_slots(const ServeArgs& args, const model::Model& model, int64_t ctx) {
+  constexpr int64_t kMaxAuto = 64;
+  if (args.parallel > 0) return args.parallel;
+  double budget = args.state_budget_mib * 1024.0 * 1024.0;
+  if (budget <= 0)
+    budget = model.device() == Device::kCpu ? 1024.0 * 1024.0 * 1024.0
+                                            : 0.5 * static_cast<double>(backend::device_info(model.device()).free_bytes);
+  const double slot = static_cast<double>(runtime::StatePool::slot_bytes(model.info(), ctx));
+  const auto fit = static_cast<int64_t>(budget / std::max(slot, 1.0));
+  return std::clamp<int64_t>(fit, 1, std::min<int64_t>(kMaxAuto, static_cast<int64_t>(std::max<size_t>(args.max_concurrency, 1))));
+}
+
 int run_serve(const ServeArgs& args) {
   ::signal(SIGPIPE, SIG_IGN);  // a client that went away is seen as a failed write
   keep_large_buffers_out_of_arenas();
@@ -143,7 +157,8 @@ int run_serve(const ServeArgs& args) {
   auto model =
       model::load_model(args.model, load_options(args.quantize, args.device, args.kv_cache_type));
   const int64_t ctx = context_size(args.ctx_size, model->config());
-  runtime::Engine engine(std::move(model), runtime::EngineOptions{.context_size = ctx});
+  const int64_t parallel = parallel_slots(args, *model, ctx);
+  runtime::Engine engine(std::move(model), runtime::EngineOptions{.context_size = ctx, .parallel = parallel});
 
   server::ServerOptions options;
   options.host = args.host;
@@ -159,8 +174,8 @@ int run_serve(const ServeArgs& args) {
 
   server::Server server(options, server::ServedModel{engine, *tokenizer, chat_template});
   const int port = server.bind();
-  std::fprintf(stderr, "strata: serving '%s' (context %lld, chat template: %s) on http://%s:%d\n",
-               options.model_id.c_str(), static_cast<long long>(ctx),
+  std::fprintf(stderr, "strata: serving '%s' (context %lld, %lld at once, chat template: %s) on http://%s:%d\n",
+               options.model_id.c_str(), static_cast<long long>(ctx), static_cast<long long>(parallel),
                chat_template.origin().c_str(), args.host.c_str(), port);
   std::fflush(stderr);
 

@@ -1,4 +1,13 @@
-// Engine implementation: chunked prefill, then the decode loop.
+// Engine implementation. A step has three phases, so that a GPU never waits for the host between
+// steps while every request is handled exactly as it would be alone:
+//   1. run ahead: for each request whose last pick is still on its way back and whose next step
+//      cannot depend on the host's reading of it, queue that step (the model reads the id where
+//      the pick wrote it) and the pick behind it;
+//   2. read the picks and handle each token on the host (stop ids, controller, callback);
+//   3. queue the steps of the requests that did not run ahead (their emitted tokens, and prompt
+//      chunks within the step's budget), each followed by its pick.
+// Each request runs its own forward() on its own slot, so its arithmetic never depends on what
+// else is in the step.
 #include "runtime/engine.h"
 
 #include <algorithm>
@@ -9,6 +18,7 @@
 
 #include "backend/ops.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "runtime/sequence.h"
 
 namespace strata::runtime {
@@ -23,6 +33,9 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
 // STRATA_RUN_AHEAD=0: kAuto means kOff (to compare).
 bool run_ahead_off_by_env() {
   static const bool off = [] {
@@ -31,21 +44,138 @@ bool run_ahead_off_by_env() {
   }();
   return off;
 }
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+void Work::on_failure(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    on_error(e.what());
+  } catch (...) {
+    on_error("unknown error");
+  }
+}
+
+struct Engine::SlotTools {
+  SlotTools(Device device, int64_t vocab) : readbacks{backend::Readback(device), backend::Readback(device)} {
+    logits = backend::Buffer(device, DType::kF32, {vocab});
+    for (backend::Buffer& t : tokens) t = backend::Buffer(device, DType::kI32, {1});
+  }
+  backend::Buffer logits;  // the slot's last logits, where the model computes them
+  // The tokens picked on the device (I32 [1] each, greedy or sampled) and their way back to the
+  // host: two, so that one step's pick can be queued while the host reads the one before.
+  backend::Buffer tokens[2];
+  backend::Readback readbacks[2];
+  bool in_flight[2] = {false, false};  // a readback started and not yet waited for
+  // The sampler's logit edits (penalties, logit bias) applied to the logits where they lie.
+  Sampler::LogitEdits edits;
+  std::vector<int32_t> edit_words;  // the edits as uploaded: ids, counts, the biases' bits
+  backend::Buffer edit_buffer;      // their device copy (grows, never shrinks)
+};
+
+struct Engine::Active {
+  std::shared_ptr<Work> work;
+  int slot = -1;
+  Sequence* seq = nullptr;
+  SlotTools* tools = nullptr;
+  std::optional<Sampler> sampler;
+  std::vector<int32_t> history;  // the prompt and the emitted tokens (penalties read it)
+  GenerationResult result;
+  int64_t budget = 0;     // tokens it may emit
+  int64_t prefilled = 0;  // prompt tokens run
+  bool want_logprobs = false;
+  bool pick_on_device = false;  // picks run where the logits lie and only the id comes back
+  bool may_run_ahead = false;
+  bool pick_pending = false;  // a step's logits wait for their pick (on the device: queued)
+  int pick_slot = 0;          // the tools' token and readback the pending pick uses
+  bool ahead = false;         // the pending pick's own step is queued (phase 1)
+  bool done = false;
+  std::vector<int32_t> feed;  // tokens to run through the model before the next pick
+  std::mt19937_64 random_before;  // the sampler's stream before a pick run ahead
+  std::vector<float> logprobs;    // log-softmax of the last host logits (when asked for)
+  TokenLogprob logprob;
+  Clock::time_point started, decode_started;
+  bool decoding = false;  // the first pick has been read
+
+  const GenerationRequest& request() const { return work->request; }
+  int64_t prompt_len() const { return static_cast<int64_t>(request().prompt.size()); }
+};
+
+namespace {
+
+void log_softmax(std::span<const float> logits, std::vector<float>& out) {
+  out.resize(logits.size());
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v - mx));
+  const float log_sum = mx + static_cast<float>(std::log(sum));
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - log_sum;
+}
+
+void fill_logprob(std::span<const float> logprobs, int32_t token, int top, TokenLogprob& out) {
+  out.token = token;
+  out.logprob = logprobs[static_cast<size_t>(token)];
+  out.top.clear();
+  if (top <= 0) return;
+  // The `top` largest by a bounded selection (V is large, top ≤ 20).
+  for (size_t i = 0; i < logprobs.size(); ++i) {
+    const float v = logprobs[i];
+    if (static_cast<int>(out.top.size()) == top && v <= out.top.back().second) continue;
+    auto pos = std::upper_bound(out.top.begin(), out.top.end(), v,
+                                [](float x, const std::pair<int32_t, float>& e) { return x > e.second; });
+    out.top.insert(pos, {static_cast<int32_t>(i), v});
+    if (static_cast<int>(out.top.size()) > top) out.top.pop_back();
+  }
+}
+
+// generate()'s request: records what the engine reports, and keeps the error to rethrow it.
+class SoloWork final : public Work {
+ public:
+  explicit SoloWork(const TokenCallback& on_token) : on_token_(on_token) {}
+  bool on_token(int32_t id) override { return !on_token_ || on_token_(id); }
+  void on_finish(const GenerationResult& result) override { result_ = result; }
+  void on_error(const std::string& message) override { error_ = std::make_exception_ptr(Error(ErrorKind::kInternal, message)); }
+  void on_failure(std::exception_ptr error) override { error_ = std::move(error); }
+
+  GenerationResult take() {
+    if (error_) std::rethrow_exception(error_);
+    return std::move(result_);
+  }
+
+ private:
+  const TokenCallback& on_token_;
+  GenerationResult result_;
+  std::exception_ptr error_;
+};
+
 }  // namespace
 
 Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
-    : model_(std::move(model)), options_(options),
-      logits_(DType::kF32, {model_->config().vocab_size}),
-      readbacks_{backend::Readback(model_->device()), backend::Readback(model_->device())} {
-  if (model_->device() != Device::kCpu)
-    device_logits_ = backend::Buffer(model_->device(), DType::kF32, {model_->config().vocab_size});
-  for (backend::Buffer& b : device_tokens_) b = backend::Buffer(model_->device(), DType::kI32, {1});
-  check(options_.context_size > 0 && options_.prefill_chunk > 0, ErrorKind::kInvalidInput,
-        "context size and prefill chunk must be positive");
+    : model_(std::move(model)),
+      options_(options),
+      pool_(*model_, options_.parallel, options_.context_size),
+      logits_(DType::kF32, {model_->config().vocab_size}) {
+  check(options_.prefill_chunk > 0, ErrorKind::kInvalidInput, "the prefill chunk must be positive");
+  check(options_.step_tokens >= 0, ErrorKind::kInvalidInput, "the step token budget must not be negative");
+  if (options_.step_tokens == 0) options_.step_tokens = 4 * options_.prefill_chunk;
+  for (int64_t i = 0; i < pool_.slots(); ++i)
+    tools_.push_back(std::make_unique<SlotTools>(model_->device(), model_->config().vocab_size));
+  stats_.slots = pool_.slots();
+  publish();
 }
 
-GenerationResult Engine::generate(const GenerationRequest& request, const TokenCallback& on_token) {
-  using Clock = std::chrono::steady_clock;
+Engine::~Engine() {
+  try {
+    backend::synchronize(model_->device());  // no copy may land in freed page-locked memory
+  } catch (const std::exception& e) {
+    log::error("engine shutdown: {}", e.what());
+  }
+}
+
+void Engine::validate(const GenerationRequest& request) const {
   check(!request.prompt.empty(), ErrorKind::kInvalidInput, "the prompt is empty (no tokens)");
   check(request.max_tokens >= 0, ErrorKind::kInvalidInput, "max_tokens must be >= 0");
   const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
@@ -54,188 +184,368 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   const int64_t V = model_->config().vocab_size;
   for (int32_t id : request.prompt)
     check(id >= 0 && id < V, ErrorKind::kInvalidInput, "prompt token {} is outside the vocabulary (size {})", id, V);
-
-  GenerationResult result;
-  Sequence seq(*model_, options_.context_size);
-  Sampler sampler(request.sampling);
-  std::vector<int32_t> history = request.prompt;
-  const std::span<float> logits(logits_.as<float>(), static_cast<size_t>(V));
-  // GPU models write logits on the device; only what the sampler needs comes back: the token id
-  // for plain greedy decoding, the tokens that can be drawn for temperature sampling of unedited
-  // logits, the whole row otherwise.
-  const bool on_device = !device_logits_.empty();
-  const Tensor& step_logits = on_device ? device_logits_.view() : logits_.view();
-
-  const auto t0 = Clock::now();
-  for (int64_t pos = 0; pos < prompt_len; pos += options_.prefill_chunk) {
-    const int64_t n = std::min(options_.prefill_chunk, prompt_len - pos);
-    seq.forward(*model_, std::span<const int32_t>(request.prompt).subspan(pos, n), step_logits, false);
-  }
-  backend::synchronize(model_->device());  // GPU work is queued: time it done
-  const auto t1 = Clock::now();
-  result.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
-
-  const int64_t budget = std::min(request.max_tokens, options_.context_size - prompt_len);
-  result.finish_reason = FinishReason::kLength;
-  std::vector<int32_t> feed;  // tokens to run through the model before the next sample
-  feed.reserve(16);
-  // Emits one token; false when generation must end (cancelled, or the budget is spent).
-  auto emit = [&](int32_t token) {
-    result.tokens.push_back(token);
-    history.push_back(token);
-    feed.push_back(token);
-    if (on_token && !on_token(token)) {
-      result.finish_reason = FinishReason::kCancelled;
-      return false;
-    }
-    return static_cast<int64_t>(result.tokens.size()) < budget;
-  };
   check(request.top_logprobs <= 20, ErrorKind::kInvalidInput, "top_logprobs must be at most 20");
-  const bool want_logprobs = request.top_logprobs >= 0 && request.on_logprob;
-  TokenLogprob logprob;
-  // On a GPU the sampler's edits and the pick run where the logits lie, and only the token comes
-  // back; logprobs need the whole row on the host.
-  const bool run_ahead = options_.run_ahead == EngineOptions::RunAhead::kOn ||
-                         (options_.run_ahead == EngineOptions::RunAhead::kAuto && on_device && !run_ahead_off_by_env());
-  const bool pick_on_device = (on_device || run_ahead) && !want_logprobs;
-  // A pick on the device is queued into slot s and read back by await_pick(s).
-  auto queue_pick = [&](int s) {
-    if (sampler.edits_logits()) edit_on_device(sampler, history, step_logits);
-    const Tensor& token = device_tokens_[s].view();
-    if (request.sampling.temperature > 0.0f) {
-      backend::sample_row(step_logits, sampler.device_draw(), token);
-    } else {
-      backend::argmax(step_logits.reshaped({1, V}), token);
-    }
-    readbacks_[s].start(token);
-  };
-  auto await_pick = [&](int s) {
-    int32_t id = 0;
-    std::memcpy(&id, readbacks_[s].wait(), sizeof(id));
-    check(id >= 0, ErrorKind::kInvalidInput, "every token was masked out");  // as the host sampler
-    return id;
-  };
-  auto host_pick = [&]() {
-    if (on_device) backend::copy(device_logits_.view(), logits_.view());
-    if (want_logprobs) log_softmax(logits);  // before the sampler edits the logits
-    return sampler.sample(logits, history);
-  };
-  // Running ahead: the step of a picked token is queued before the host has read the token (the
-  // GPU reads it where the pick put it), so the GPU never waits for the host between steps. It
-  // needs picks that do not depend on the history the host keeps (no penalties or logit bias),
-  // and, when a controller may replace a token, a model whose state can drop the step again
-  // (truncate). A step run ahead is dropped as if it had never run whenever the host does not
-  // emit exactly the picked token next (a stop, or a controller's edit), so the tokens are those
-  // of the plain loop.
-  const bool may_run_ahead = pick_on_device && run_ahead && !sampler.edits_logits() &&
-                             (request.controller == nullptr || seq.truncatable());
-  int slot = 0;
-  std::mt19937_64 random_before;  // the sampler's stream before a pick run ahead, for a controller's edit
-  if (pick_on_device) queue_pick(slot);
-  while (static_cast<int64_t>(result.tokens.size()) < budget) {
-    // Not for the budget's last token: its step would never be used.
-    bool ahead = may_run_ahead && static_cast<int64_t>(result.tokens.size()) + 1 < budget;
-    if (ahead) {
-      seq.forward_pending(*model_, device_tokens_[slot].view(), step_logits);
-      if (request.controller) random_before = sampler.random_state();
-      queue_pick(1 - slot);
-    }
-    const int32_t token = pick_on_device ? await_pick(slot) : host_pick();
-    if (ahead) seq.resolve_pending(token);
-    ControlDecision decision;
-    if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) != request.stop_ids.end()) {
-      std::optional<ControlDecision> instead;
-      if (request.controller) instead = request.controller->on_end(token);
-      if (!instead) {
-        result.finish_reason = FinishReason::kStop;
-        break;
-      }
-      check(!instead->keep, ErrorKind::kInternal,
-            "a token controller kept an end-of-generation token");
-      decision = std::move(*instead);
-    } else if (request.controller) {
-      decision = request.controller->on_sampled(token);
-    }
-    check(decision.keep || !decision.inject.empty() || decision.stop, ErrorKind::kInternal,
-          "a token controller dropped a token without replacing it");
-    if (ahead && !(decision.keep && decision.inject.empty() && !decision.stop)) {
-      // The step run ahead fed a token the plain loop would not feed alone: undo it and its pick.
-      seq.truncate(seq.n_tokens() - 1);
-      sampler.restore_random_state(random_before);
-      ahead = false;
-    }
-    feed.clear();
-    bool more = !decision.stop;
-    if (decision.keep && want_logprobs) {
-      fill_logprob(token, request.top_logprobs, logprob);
-      request.on_logprob(logprob);
-    }
-    if (decision.keep) more = emit(token) && more;
-    for (int32_t t : decision.inject) {
-      check(t >= 0 && t < V, ErrorKind::kInternal, "injected token {} is outside the vocabulary", t);
-      if (result.finish_reason == FinishReason::kCancelled || static_cast<int64_t>(result.tokens.size()) >= budget)
-        break;
-      request.controller->on_injected(t);
-      ++result.injected_tokens;
-      more = emit(t) && more;
-    }
-    if (result.finish_reason == FinishReason::kCancelled) break;
-    if (decision.stop) {
-      result.finish_reason = decision.reason;
-      break;
-    }
-    if (!more) break;  // budget spent: no need to run the model for a token we will not sample
-    if (ahead) {  // the token's step is already queued, and the next pick behind it
-      slot = 1 - slot;
+  check_sampling(request.sampling);
+}
+
+GenerationResult Engine::generate(const GenerationRequest& request, const TokenCallback& on_token) {
+  check(idle(), ErrorKind::kInternal, "generate() needs an idle engine");
+  validate(request);
+  auto work = std::make_shared<SoloWork>(on_token);
+  work->request = request;
+  add(work);
+  while (!idle()) step();
+  return work->take();
+}
+
+void Engine::add(std::shared_ptr<Work> work) {
+  waiting_.push_back(std::move(work));
+  publish();
+}
+
+bool Engine::idle() const { return running_.empty() && waiting_.empty(); }
+
+void Engine::cancel_all() {
+  for (auto& a : running_) a->work->cancel();
+  for (auto& w : waiting_) w->cancel();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return published_;
+}
+
+void Engine::publish() {
+  stats_.running = std::count_if(running_.begin(), running_.end(), [](const auto& a) { return !a->done; });
+  stats_.waiting = static_cast<int64_t>(waiting_.size());
+  stats_.slots_free = pool_.free_slots();
+  std::lock_guard lock(stats_mutex_);
+  published_ = stats_;
+}
+
+void Engine::admit() {
+  while (!waiting_.empty()) {
+    std::shared_ptr<Work> work = waiting_.front();
+    if (work->cancelled()) {  // never started: nothing to undo
+      waiting_.pop_front();
+      GenerationResult result;
+      result.finish_reason = FinishReason::kCancelled;
+      ++stats_.cancelled;
+      publish();
+      work->on_release();
+      work->on_finish(result);
       continue;
     }
-    seq.forward(*model_, feed, step_logits, false);
-    if (pick_on_device) queue_pick(slot);
+    try {
+      validate(work->request);
+    } catch (...) {
+      waiting_.pop_front();
+      ++stats_.failed;
+      publish();
+      work->on_release();
+      work->on_failure(std::current_exception());
+      continue;
+    }
+    const int slot = pool_.acquire();
+    if (slot < 0) break;  // arrival order: the first waiting request runs first
+    waiting_.pop_front();
+    start(std::move(work), slot);
   }
-  result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
-  return result;
 }
 
-void Engine::edit_on_device(Sampler& sampler, std::span<const int32_t> history, const Tensor& logits) {
-  sampler.logit_edits(history, static_cast<size_t>(model_->config().vocab_size), edits_);
-  const auto n = static_cast<int64_t>(edits_.ids.size());
+void Engine::start(std::shared_ptr<Work> work, int slot) {
+  auto a = std::make_unique<Active>();
+  a->work = std::move(work);
+  a->slot = slot;
+  a->seq = &pool_.sequence(slot);
+  a->tools = tools_[static_cast<size_t>(slot)].get();
+  a->started = Clock::now();
+  Active& r = *a;
+  running_.push_back(std::move(a));
+  try {
+    const GenerationRequest& request = r.request();
+    r.sampler.emplace(request.sampling);
+    r.history.reserve(request.prompt.size() + static_cast<size_t>(request.max_tokens));
+    r.history = request.prompt;
+    r.budget = std::min(request.max_tokens, options_.context_size - r.prompt_len());
+    r.result.finish_reason = FinishReason::kLength;
+    r.feed.reserve(16);
+    r.want_logprobs = request.top_logprobs >= 0 && request.on_logprob;
+    // On a GPU the sampler's edits and the pick run where the logits lie, and only the token
+    // comes back; logprobs need the whole row on the host.
+    const bool on_device = model_->device() != Device::kCpu;
+    const bool run_ahead = options_.run_ahead == EngineOptions::RunAhead::kOn ||
+                           (options_.run_ahead == EngineOptions::RunAhead::kAuto && on_device && !run_ahead_off_by_env());
+    r.pick_on_device = (on_device || run_ahead) && !r.want_logprobs;
+    // Running ahead needs picks that do not depend on the history the host keeps (no penalties
+    // or logit bias), and, when a controller may replace a token, a state that can drop the step
+    // again (truncate). A step run ahead is dropped as if it had never run whenever the host does
+    // not emit exactly the picked token next, so the tokens are those of the plain loop.
+    r.may_run_ahead = r.pick_on_device && run_ahead && !r.sampler->edits_logits() &&
+                      (request.controller == nullptr || r.seq->truncatable());
+  } catch (...) {
+    fail(r, std::current_exception());
+  }
+}
+
+void Engine::step() {
+  for (auto& a : running_)
+    if (a->work->cancelled()) {
+      a->result.finish_reason = FinishReason::kCancelled;
+      finish(*a);
+    }
+  std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+  admit();
+  std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+  if (running_.empty()) return;
+  ++stats_.steps;
+  stats_.step_requests += running_.size();
+
+  auto guarded = [&](Active& a, auto&& phase) {
+    if (a.done) return;
+    try {
+      phase(a);
+    } catch (...) {
+      fail(a, std::current_exception());
+    }
+  };
+  for (auto& a : running_) guarded(*a, [&](Active& r) { run_ahead(r); });
+  for (auto& a : running_) guarded(*a, [&](Active& r) { if (r.pick_pending) read_pick(r); });
+  // Decodes count against the step's budget; prompts take whole chunks in arrival order, and the
+  // first always runs, so every prompt is cut into the same chunks whatever the load.
+  int64_t budget = options_.step_tokens;
+  for (auto& a : running_)
+    guarded(*a, [&](Active& r) {
+      if (r.prefilled == r.prompt_len() && !r.pick_pending) {
+        feed(r);
+        --budget;
+      }
+    });
+  bool first = true;
+  for (auto& a : running_)
+    guarded(*a, [&](Active& r) {
+      if (r.prefilled == r.prompt_len()) return;
+      const int64_t n = std::min(options_.prefill_chunk, r.prompt_len() - r.prefilled);
+      if (!first && n > budget) return;
+      first = false;
+      budget -= n;
+      prefill(r);
+    });
+  std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+  publish();
+}
+
+void Engine::run_ahead(Active& a) {
+  if (!a.pick_pending || !a.may_run_ahead || a.work->cancelled()) return;
+  // Not for the budget's last token: its step would never be used.
+  if (static_cast<int64_t>(a.result.tokens.size()) + 1 >= a.budget) return;
+  a.seq->forward_pending(*model_, a.tools->tokens[a.pick_slot].view(), a.tools->logits.view());
+  stats_.step_tokens += 1;
+  if (a.request().controller) a.random_before = a.sampler->random_state();
+  queue_pick(a, 1 - a.pick_slot);
+  a.ahead = true;
+}
+
+void Engine::read_pick(Active& a) {
+  const GenerationRequest& request = a.request();
+  const int64_t V = model_->config().vocab_size;
+  const int32_t token = a.pick_on_device ? await_pick(a, a.pick_slot) : host_pick(a);
+  a.pick_pending = false;
+  if (!a.decoding) {
+    a.decoding = true;
+    a.decode_started = Clock::now();
+    a.result.prefill_seconds = seconds_between(a.started, a.decode_started);
+  }
+  if (a.ahead) a.seq->resolve_pending(token);
+
+  ControlDecision decision;
+  if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) != request.stop_ids.end()) {
+    std::optional<ControlDecision> instead;
+    if (request.controller) instead = request.controller->on_end(token);
+    if (!instead) {
+      a.result.finish_reason = FinishReason::kStop;
+      finish(a);
+      return;
+    }
+    check(!instead->keep, ErrorKind::kInternal, "a token controller kept an end-of-generation token");
+    decision = std::move(*instead);
+  } else if (request.controller) {
+    decision = request.controller->on_sampled(token);
+  }
+  check(decision.keep || !decision.inject.empty() || decision.stop, ErrorKind::kInternal,
+        "a token controller dropped a token without replacing it");
+  if (a.ahead && !(decision.keep && decision.inject.empty() && !decision.stop)) {
+    // The step run ahead fed a token the plain loop would not feed alone: undo it and its pick.
+    a.seq->truncate(a.seq->n_tokens() - 1);
+    a.sampler->restore_random_state(a.random_before);
+    (void)a.tools->readbacks[1 - a.pick_slot].wait();
+    a.tools->in_flight[1 - a.pick_slot] = false;
+    a.ahead = false;
+  }
+  a.feed.clear();
+  // Emits one token; false when generation must end (cancelled, or the budget is spent).
+  auto emit = [&](int32_t t) {
+    a.result.tokens.push_back(t);
+    a.history.push_back(t);
+    a.feed.push_back(t);
+    if (a.work->cancelled() || !a.work->on_token(t)) {
+      a.result.finish_reason = FinishReason::kCancelled;
+      return false;
+    }
+    return static_cast<int64_t>(a.result.tokens.size()) < a.budget;
+  };
+  bool more = !decision.stop;
+  if (decision.keep && a.want_logprobs) {
+    fill_logprob(a.logprobs, token, request.top_logprobs, a.logprob);
+    request.on_logprob(a.logprob);
+  }
+  if (decision.keep) more = emit(token) && more;
+  for (int32_t t : decision.inject) {
+    check(t >= 0 && t < V, ErrorKind::kInternal, "injected token {} is outside the vocabulary", t);
+    if (a.result.finish_reason == FinishReason::kCancelled || static_cast<int64_t>(a.result.tokens.size()) >= a.budget)
+      break;
+    request.controller->on_injected(t);
+    ++a.result.injected_tokens;
+    more = emit(t) && more;
+  }
+  if (a.result.finish_reason != FinishReason::kCancelled && decision.stop) a.result.finish_reason = decision.reason;
+  if (a.result.finish_reason == FinishReason::kCancelled || decision.stop || !more) {
+    finish(a);  // budget spent: no need to run the model for a token we will not sample
+    return;
+  }
+  if (a.ahead) {  // the token's step is already queued, and the next pick behind it
+    a.pick_slot = 1 - a.pick_slot;
+    a.pick_pending = true;
+    a.ahead = false;
+  }
+}
+
+void Engine::feed(Active& a) {
+  a.seq->forward(*model_, a.feed, a.tools->logits.view(), false);
+  stats_.step_tokens += a.feed.size();
+  if (a.pick_on_device) queue_pick(a, a.pick_slot);
+  a.pick_pending = true;
+}
+
+void Engine::prefill(Active& a) {
+  const int64_t n = std::min(options_.prefill_chunk, a.prompt_len() - a.prefilled);
+  a.seq->forward(*model_, std::span<const int32_t>(a.request().prompt).subspan(static_cast<size_t>(a.prefilled), n),
+                 a.tools->logits.view(), false);
+  stats_.step_tokens += static_cast<uint64_t>(n);
+  a.prefilled += n;
+  if (a.prefilled < a.prompt_len()) return;
+  if (a.budget == 0) {
+    finish(a);
+    return;
+  }
+  if (a.pick_on_device) queue_pick(a, a.pick_slot);
+  a.pick_pending = true;
+}
+
+void Engine::queue_pick(Active& a, int s) {
+  SlotTools& t = *a.tools;
+  const Tensor& logits = t.logits.view();
+  if (a.sampler->edits_logits()) edit_on_device(a, logits);
+  const Tensor& token = t.tokens[s].view();
+  if (a.request().sampling.temperature > 0.0f) {
+    backend::sample_row(logits, a.sampler->device_draw(), token);
+  } else {
+    backend::argmax(logits.reshaped({1, model_->config().vocab_size}), token);
+  }
+  t.readbacks[s].start(token);
+  t.in_flight[s] = true;
+}
+
+int32_t Engine::await_pick(Active& a, int s) {
+  int32_t id = 0;
+  std::memcpy(&id, a.tools->readbacks[s].wait(), sizeof(id));
+  a.tools->in_flight[s] = false;
+  check(id >= 0, ErrorKind::kInvalidInput, "every token was masked out");  // as the host sampler
+  return id;
+}
+
+int32_t Engine::host_pick(Active& a) {
+  const size_t V = static_cast<size_t>(model_->config().vocab_size);
+  std::span<float> logits(logits_.as<float>(), V);
+  if (model_->device() == Device::kCpu) {
+    logits = std::span<float>(a.tools->logits.as<float>(), V);
+  } else {
+    backend::copy(a.tools->logits.view(), logits_.view());
+  }
+  if (a.want_logprobs) log_softmax(logits, a.logprobs);  // before the sampler edits the logits
+  return a.sampler->sample(logits, a.history);
+}
+
+void Engine::edit_on_device(Active& a, const Tensor& logits) {
+  SlotTools& t = *a.tools;
+  a.sampler->logit_edits(a.history, static_cast<size_t>(model_->config().vocab_size), t.edits);
+  const auto n = static_cast<int64_t>(t.edits.ids.size());
   if (n == 0) return;
   // One upload: ids, counts and the biases' bits, each a run of n words.
-  edit_words_.resize(static_cast<size_t>(3 * n));
-  std::copy(edits_.ids.begin(), edits_.ids.end(), edit_words_.begin());
-  std::copy(edits_.counts.begin(), edits_.counts.end(), edit_words_.begin() + n);
-  std::memcpy(edit_words_.data() + 2 * n, edits_.biases.data(), static_cast<size_t>(n) * sizeof(float));
-  if (edit_buffer_.empty() || edit_buffer_.numel() < 3 * n)
-    edit_buffer_ = backend::Buffer(model_->device(), DType::kI32, {std::max<int64_t>(3 * n, 3 * 1024)});
-  const Tensor words = edit_buffer_.view().rows(0, 3 * n);
-  backend::copy_from_host(edit_words_.data(), words);
+  t.edit_words.resize(static_cast<size_t>(3 * n));
+  std::copy(t.edits.ids.begin(), t.edits.ids.end(), t.edit_words.begin());
+  std::copy(t.edits.counts.begin(), t.edits.counts.end(), t.edit_words.begin() + n);
+  std::memcpy(t.edit_words.data() + 2 * n, t.edits.biases.data(), static_cast<size_t>(n) * sizeof(float));
+  if (t.edit_buffer.empty() || t.edit_buffer.numel() < 3 * n)
+    t.edit_buffer = backend::Buffer(model_->device(), DType::kI32, {std::max<int64_t>(3 * n, 3 * 1024)});
+  const Tensor words = t.edit_buffer.view().rows(0, 3 * n);
+  backend::copy_from_host(t.edit_words.data(), words);
   Tensor biases = words.rows(2 * n, 3 * n);
   biases.dtype = DType::kF32;
-  backend::edit_logits(logits, words.rows(0, n), words.rows(n, 2 * n), biases, sampler.penalties());
+  backend::edit_logits(logits, words.rows(0, n), words.rows(n, 2 * n), biases, a.sampler->penalties());
 }
 
-void Engine::log_softmax(std::span<const float> logits) {
-  logprobs_.resize(logits.size());
-  const float mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v - mx));
-  const float log_sum = mx + static_cast<float>(std::log(sum));
-  for (size_t i = 0; i < logits.size(); ++i) logprobs_[i] = logits[i] - log_sum;
+void Engine::finish(Active& a) {
+  if (a.done) return;
+  a.done = true;
+  for (int s = 0; s < 2; ++s)
+    if (a.tools->in_flight[s]) {  // a pick run ahead that no token will use
+      (void)a.tools->readbacks[s].wait();
+      a.tools->in_flight[s] = false;
+    }
+  const Clock::time_point now = Clock::now();
+  if (a.decoding) {
+    a.result.decode_seconds = seconds_between(a.decode_started, now);
+  } else if (a.result.finish_reason != FinishReason::kCancelled) {
+    backend::synchronize(model_->device());  // the prompt's work is queued: time it done
+    a.result.prefill_seconds = seconds_between(a.started, Clock::now());
+  }
+  pool_.release(a.slot);
+  if (a.result.finish_reason == FinishReason::kCancelled && a.work->cancelled())
+    ++stats_.cancelled;
+  else
+    ++stats_.finished;
+  if (!a.result.tokens.empty() || a.result.prefill_seconds > 0) stats_.prompt_tokens += a.request().prompt.size();
+  stats_.generated_tokens += a.result.tokens.size();
+  stats_.prefill_seconds += a.result.prefill_seconds;
+  stats_.decode_seconds += a.result.decode_seconds;
+  publish();  // before the callbacks: whoever hears of the end sees it counted
+  try {
+    a.work->on_release();
+    a.work->on_finish(a.result);
+  } catch (const std::exception& e) {
+    log::error("a request's completion failed: {}", e.what());
+  }
 }
 
-void Engine::fill_logprob(int32_t token, int top, TokenLogprob& out) const {
-  out.token = token;
-  out.logprob = logprobs_[static_cast<size_t>(token)];
-  out.top.clear();
-  if (top <= 0) return;
-  // The `top` largest by a bounded selection (V is large, top ≤ 20).
-  for (size_t i = 0; i < logprobs_.size(); ++i) {
-    const float v = logprobs_[i];
-    if (static_cast<int>(out.top.size()) == top && v <= out.top.back().second) continue;
-    auto pos = std::upper_bound(out.top.begin(), out.top.end(), v,
-                                [](float x, const std::pair<int32_t, float>& e) { return x > e.second; });
-    out.top.insert(pos, {static_cast<int32_t>(i), v});
-    if (static_cast<int>(out.top.size()) > top) out.top.pop_back();
+void Engine::fail(Active& a, std::exception_ptr error) {
+  if (a.done) return;
+  a.done = true;
+  try {
+    for (int s = 0; s < 2; ++s)
+      if (a.tools->in_flight[s]) (void)a.tools->readbacks[s].wait();
+  } catch (const std::exception& e) {
+    log::error("after a failed step: {}", e.what());
+  }
+  a.tools->in_flight[0] = a.tools->in_flight[1] = false;
+  pool_.release(a.slot);
+  ++stats_.failed;
+  publish();
+  try {
+    a.work->on_release();
+    a.work->on_failure(std::move(error));
+  } catch (const std::exception& e) {
+    log::error("a request's failure report failed: {}", e.what());
   }
 }
 

@@ -1,5 +1,9 @@
-// Engine: runs generation for one model: prefill the prompt, then decode token by token with the
-// sampler until a stop condition. The state of each sequence lives in a Sequence.
+// Engine: runs generation for one model, for many requests at once. Requests wait in arrival
+// order until a state slot is free (runtime/state_pool.h), then run together, one step at a time:
+// each step gives every request in its prompt a chunk of it (within a token budget, the chunks cut
+// the same way whatever else runs) and every request past it one more token, picked where the
+// logits lie. Per-request state (sampler, controller, stop ids, logprobs) lives beside its slot,
+// so a request's tokens are exactly those it gets alone. generate() is one request run this way.
 #pragma once
 
 #include <chrono>
@@ -10,10 +14,16 @@
 #include <utility>
 #include <vector>
 
+#include <atomic>
+#include <deque>
+#include <exception>
+#include <mutex>
+
 #include "backend/memory.h"
 #include "core/tensor.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "runtime/state_pool.h"
 
 namespace strata::runtime {
 
@@ -25,6 +35,11 @@ struct EngineOptions {
   // gains nothing and wastes the step after the last token); kOn: on the CPU too, picking tokens
   // with the backend's ops as a GPU does; kOff: never. STRATA_RUN_AHEAD=0 makes kAuto kOff.
   enum class RunAhead { kAuto, kOn, kOff } run_ahead = RunAhead::kAuto;
+  // Requests that run at once: the state slots allocated at start, each of context_size tokens.
+  int64_t parallel = 1;
+  // Prompt tokens a step may run, shared by the requests in their prompts in arrival order (each
+  // gets whole prefill_chunk pieces; the first always runs). 0: 4 × prefill_chunk.
+  int64_t step_tokens = 0;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };
@@ -86,33 +101,96 @@ struct GenerationResult {
 // Called with each generated token; return false to stop (cancel).
 using TokenCallback = std::function<bool(int32_t)>;
 
+// One request given to Engine::add: the engine calls on_token for each token, then exactly one of
+// on_release and then on_finish or on_error, all on the thread that calls step().
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Returns false to stop generating (e.g. a stop string matched).
+  virtual bool on_token(int32_t id) = 0;
+  // The request holds no engine resource any more (called just before on_finish / on_error).
+  virtual void on_release() {}
+  // Once. A request cancelled before it ran gets an empty kCancelled result.
+  virtual void on_finish(const GenerationResult& result) = 0;
+  virtual void on_error(const std::string& message) = 0;
+  // The engine failed the request: by default on_error with the error's message.
+  virtual void on_failure(std::exception_ptr error);
+
+  // Any thread: the engine ends the request within one step.
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+  GenerationRequest request;
+
+ private:
+  std::atomic<bool> cancelled_{false};
+};
+
+struct EngineStats {
+  int64_t running = 0;     // requests holding a slot
+  int64_t waiting = 0;     // added, not yet running
+  int64_t slots = 0;
+  int64_t slots_free = 0;
+  uint64_t steps = 0;          // steps run
+  uint64_t step_tokens = 0;    // tokens the model ran in them (prompt chunks and decoded tokens)
+  uint64_t step_requests = 0;  // requests in them, summed over steps
+  uint64_t finished = 0;       // ran to a stop or length
+  uint64_t cancelled = 0;      // by their client (Work::cancel or a false on_token)
+  uint64_t failed = 0;         // invalid, or the engine threw
+  uint64_t prompt_tokens = 0;  // of requests whose prompt ran
+  uint64_t generated_tokens = 0;
+  double prefill_seconds = 0;  // summed over requests
+  double decode_seconds = 0;
+};
+
 class Engine {
  public:
   Engine(std::unique_ptr<model::Model> model, EngineOptions options);
+  ~Engine();
   const model::Model& model() const { return *model_; }
   model::Model& model() { return *model_; }
   const EngineOptions& options() const { return options_; }
 
+  // One request, run to its end on this thread (the engine must be idle). Throws on invalid input.
   GenerationResult generate(const GenerationRequest& request, const TokenCallback& on_token = {});
 
+  // Many requests: add() queues one (it runs when a slot is free), step() runs one step of every
+  // running request. Invalid requests end with on_error. Not thread-safe: one thread adds and steps.
+  void add(std::shared_ptr<Work> work);
+  void step();
+  bool idle() const;  // nothing running or waiting
+  void cancel_all();  // every running and waiting request (they end at the next step)
+  EngineStats stats() const;  // any thread
+
  private:
+  struct Active;     // a running request: its slot, sampler, picks in flight
+  struct SlotTools;  // per slot: logits, picked ids and their way back, the sampler's edits
+
+  void validate(const GenerationRequest& request) const;
+  void admit();
+  void start(std::shared_ptr<Work> work, int slot);
+  void run_ahead(Active& a);
+  void read_pick(Active& a);
+  void feed(Active& a);
+  void prefill(Active& a);
+  void queue_pick(Active& a, int s);
+  int32_t await_pick(Active& a, int s);
+  int32_t host_pick(Active& a);
+  void edit_on_device(Active& a, const Tensor& logits);
+  void finish(Active& a);
+  void fail(Active& a, std::exception_ptr error);
+
   std::unique_ptr<model::Model> model_;
   EngineOptions options_;
-  HostTensor logits_;              // the last logits on the host (what the sampler reads)
-  backend::Buffer device_logits_;  // where a GPU model writes them (empty for CPU models)
-  // The tokens picked on the GPU (I32 [1] each, greedy or sampled) and their way back to the host:
-  // two, so that one step's pick can be queued while the host reads the one before.
-  backend::Buffer device_tokens_[2];
-  backend::Readback readbacks_[2];
-  // The sampler's logit edits (penalties, logit bias) applied to logits where they lie.
-  void edit_on_device(Sampler& sampler, std::span<const int32_t> history, const Tensor& logits);
-  Sampler::LogitEdits edits_;
-  std::vector<int32_t> edit_words_;  // the edits as uploaded: ids, counts, the biases' bits
-  backend::Buffer edit_buffer_;      // their device copy (grows, never shrinks)
-  void log_softmax(std::span<const float> logits);
-  void fill_logprob(int32_t token, int top, TokenLogprob& out) const;
-
-  std::vector<float> logprobs_;  // log-softmax scratch (only when logprobs are asked for)
+  StatePool pool_;
+  std::vector<std::unique_ptr<SlotTools>> tools_;  // one per slot
+  HostTensor logits_;  // a host pick's logits (what the sampler reads)
+  std::deque<std::shared_ptr<Work>> waiting_;
+  std::vector<std::unique_ptr<Active>> running_;  // in admission order
+  void publish();                  // stats_ with the live counts, to published_
+  EngineStats stats_;              // the engine thread's
+  mutable std::mutex stats_mutex_;
+  EngineStats published_;          // what stats() returns, on any thread
 };
 
 }  // namespace strata::runtime

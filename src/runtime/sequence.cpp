@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "backend/ops.h"
 #include "core/error.h"
 #include "core/hash.h"
 
@@ -133,6 +134,11 @@ void Sequence::truncate(int64_t n) {
   check(truncatable(), ErrorKind::kUnsupported,
         "this model keeps recurrent state, which cannot be truncated; restore a snapshot instead");
   rewind_to(n);
+}
+
+void Sequence::reset() {
+  for (const model::StateBuffer& b : state_.buffers) backend::zero(b.tensor.view());
+  rewind_to(0);
 }
 
 std::vector<uint8_t> Sequence::serialize() const {

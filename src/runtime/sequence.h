@@ -54,6 +54,10 @@ class Sequence {
   // Recurrent state cannot be rolled back this way: restore a snapshot instead.
   void truncate(int64_t n);
 
+  // Returns the sequence to empty, as new: every buffer zeroed (queued on the model's device), no
+  // tokens. A pooled state starts each request this way.
+  void reset();
+
   // The state as bytes (layout above), and back. deserialize checks the magic, version, checksum,
   // the model fingerprint and every buffer's name, dtype and shape; any mismatch is an Error and
   // leaves the sequence unchanged.

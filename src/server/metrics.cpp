@@ -114,17 +114,24 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
          "Requests the HTTP layer refused itself (malformed, too large, too slow, unknown route).",
          http.rejected_requests);
 
-  single(out, "strata_requests_waiting", "gauge", "Generations queued for the engine.", q.waiting);
-  single(out, "strata_requests_running", "gauge", "Generations running on the engine.", q.running);
+  const runtime::EngineStats& e = q.engine;
+  single(out, "strata_requests_waiting", "gauge", "Generations waiting for a sequence slot.", e.waiting);
+  single(out, "strata_requests_running", "gauge", "Generations running on the engine (one slot each).", e.running);
+  family(out, "strata_sequence_slots", "gauge", "Sequence state slots (--parallel), by use.");
+  out += fmt::format("strata_sequence_slots{{state=\"used\"}} {}\n", e.slots - e.slots_free);
+  out += fmt::format("strata_sequence_slots{{state=\"free\"}} {}\n", e.slots_free);
+  single(out, "strata_engine_steps_total", "counter", "Engine steps run (each serves every running generation).", e.steps);
+  single(out, "strata_engine_step_tokens_total", "counter", "Tokens the model ran in engine steps (prompt chunks and generated tokens).", e.step_tokens);
+  single(out, "strata_engine_step_requests_total", "counter", "Generations served by engine steps, summed over steps.", e.step_requests);
   family(out, "strata_generations_total", "counter", "Generations ended, by outcome.");
-  out += fmt::format("strata_generations_total{{outcome=\"finished\"}} {}\n", q.finished);
-  out += fmt::format("strata_generations_total{{outcome=\"cancelled\"}} {}\n", q.cancelled);
-  out += fmt::format("strata_generations_total{{outcome=\"failed\"}} {}\n", q.failed);
+  out += fmt::format("strata_generations_total{{outcome=\"finished\"}} {}\n", e.finished);
+  out += fmt::format("strata_generations_total{{outcome=\"cancelled\"}} {}\n", e.cancelled);
+  out += fmt::format("strata_generations_total{{outcome=\"failed\"}} {}\n", e.failed);
 
-  single(out, "strata_prompt_tokens_total", "counter", "Prompt tokens processed.", q.prompt_tokens);
-  single(out, "strata_generation_tokens_total", "counter", "Tokens generated.", q.generated_tokens);
-  single(out, "strata_prefill_seconds_total", "counter", "Engine time spent on prompts.", q.prefill_seconds);
-  single(out, "strata_decode_seconds_total", "counter", "Engine time spent generating tokens.", q.decode_seconds);
+  single(out, "strata_prompt_tokens_total", "counter", "Prompt tokens processed.", e.prompt_tokens);
+  single(out, "strata_generation_tokens_total", "counter", "Tokens generated.", e.generated_tokens);
+  single(out, "strata_prefill_seconds_total", "counter", "Time from a generation's start to its first token, summed.", e.prefill_seconds);
+  single(out, "strata_decode_seconds_total", "counter", "Time from a generation's first token to its end, summed.", e.decode_seconds);
 
   family(out, "strata_time_to_first_token_seconds", "summary",
          "From request queued to first token (queue wait included).");

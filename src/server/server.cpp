@@ -180,6 +180,15 @@ struct Server::Impl {
     return json_response(200, model_json());
   }
 
+  static double per_step(uint64_t total, uint64_t steps) {
+    return steps == 0 ? 0.0 : static_cast<double>(total) / static_cast<double>(steps);
+  }
+  size_t engine_state_bytes() const {
+    const runtime::EngineOptions& o = model.engine.options();
+    return static_cast<size_t>(o.parallel) *
+           runtime::StatePool::slot_bytes(model.engine.model().info(), o.context_size);
+  }
+
   HttpResponse health() const {
     const QueueStats q = queue.stats();
     const HttpServer::Stats h = http.stats();
@@ -199,12 +208,19 @@ struct Server::Impl {
                 {"kv_cache_type", model::kv_cache_type_name(info.kv_cache_dtype)},
                 {"resident_bytes", mem.resident_bytes}}},
               {"requests",
-               {{"waiting", q.waiting},
-                {"running", q.running},
-                {"finished", q.finished},
-                {"cancelled", q.cancelled},
-                {"failed", q.failed}}},
-              {"tokens", {{"prompt", q.prompt_tokens}, {"generated", q.generated_tokens}}},
+               {{"waiting", q.engine.waiting},
+                {"running", q.engine.running},
+                {"finished", q.engine.finished},
+                {"cancelled", q.engine.cancelled},
+                {"failed", q.engine.failed}}},
+              {"tokens", {{"prompt", q.engine.prompt_tokens}, {"generated", q.engine.generated_tokens}}},
+              {"engine",
+               {{"parallel", q.engine.slots},
+                {"slots_free", q.engine.slots_free},
+                {"state_bytes", engine_state_bytes()},
+                {"steps", q.engine.steps},
+                {"tokens_per_step", per_step(q.engine.step_tokens, q.engine.steps)},
+                {"requests_per_step", per_step(q.engine.step_requests, q.engine.steps)}}},
               {"connections",
                {{"open", h.connections},
                 {"accepted", h.accepted},

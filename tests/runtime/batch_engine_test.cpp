@@ -1,0 +1,176 @@
+// Requests run together give exactly the tokens each gives alone: dense, hybrid and MoE models,
+// greedy and seeded sampling (with penalties, logit bias and logprobs mixed in), batches of 1, 3
+// and 17 with prompts of mixed lengths cut into several chunks, so that some requests prefill
+// while others decode, more requests than slots (slots are reused), arrivals while others
+// generate, and cancellations (by the callback and while waiting).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/golden.h"
+#include "runtime/engine.h"
+#include "runtime/request_queue.h"
+#include "batch_check.h"
+
+namespace strata {
+namespace {
+
+using runtime::Engine;
+using runtime::EngineOptions;
+using runtime::FinishReason;
+using runtime::GenerationRequest;
+using test::check_batch;
+using test::nth_request;
+using test::Outcome;
+using test::recorder_for;
+using test::run_alone;
+
+struct Case {
+  const char* model;
+  EngineOptions::RunAhead run_ahead;
+};
+
+class BatchExactness : public ::testing::TestWithParam<Case> {
+ protected:
+  EngineOptions options(int64_t parallel) const {
+    EngineOptions o;
+    o.context_size = 96;
+    o.prefill_chunk = 8;  // most prompts take several chunks
+    o.step_tokens = 12;   // and wait for the budget when others prefill
+    o.parallel = parallel;
+    o.run_ahead = GetParam().run_ahead;
+    return o;
+  }
+  static std::vector<int32_t> base() { return test::load_golden("llama").prompt; }
+  std::unique_ptr<model::Model> load() const {
+    return model::load_model(test::test_fixture(std::string("models/") + GetParam().model));
+  }
+};
+
+TEST_P(BatchExactness, OneRequestIsItsSoloSelf) {
+  Engine solo(load(), options(1));
+  Engine batch(load(), options(4));
+  check_batch(solo, batch, base(), 1, {});
+}
+
+TEST_P(BatchExactness, ThreeRequestsTogether) {
+  Engine solo(load(), options(1));
+  Engine batch(load(), options(3));
+  check_batch(solo, batch, base(), 3, {});
+}
+
+TEST_P(BatchExactness, SeventeenRequestsArrivingWhileOthersRun) {
+  Engine solo(load(), options(1));
+  Engine batch(load(), options(17));
+  check_batch(solo, batch, base(), 17, {0, 0, 0, 1, 2, 3, 5, 8, 8, 9, 13, 21, 21, 22, 30, 34, 40});
+}
+
+TEST_P(BatchExactness, MoreRequestsThanSlotsReuseThem) {
+  Engine solo(load(), options(1));
+  Engine batch(load(), options(3));
+  check_batch(solo, batch, base(), 17, {0, 0, 0, 0, 0, 2, 4});
+}
+
+TEST_P(BatchExactness, CancellationsLeaveTheOthersExact) {
+  Engine solo(load(), options(1));
+  Engine batch(load(), options(3));
+  const std::vector<int32_t> base = test::load_golden("llama").prompt;
+  const int64_t V = solo.model().config().vocab_size;
+  std::vector<Outcome> alone;
+  std::vector<std::shared_ptr<test::Recorder>> works;
+  for (int i = 0; i < 6; ++i) {
+    alone.push_back(run_alone(solo, nth_request(base, V, i)));
+    works.push_back(recorder_for(nth_request(base, V, i)));
+  }
+  works[1]->stop_after = 2;  // its client stops after two tokens
+  works[5]->cancel();        // cancelled while it waits for a slot
+  for (auto& w : works) batch.add(w);
+  for (int steps = 0; !batch.idle(); ++steps) {
+    if (steps == 3) works[2]->cancel();  // cancelled while running (perhaps prefilling)
+    batch.step();
+  }
+  for (int i : {0, 3, 4}) {
+    ASSERT_TRUE(works[i]->result) << i;
+    EXPECT_EQ(works[i]->result->tokens, alone[i].tokens) << i;
+  }
+  ASSERT_TRUE(works[1]->result);
+  EXPECT_EQ(works[1]->result->finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(works[1]->result->tokens, std::vector<int32_t>(alone[1].tokens.begin(), alone[1].tokens.begin() + 2));
+  ASSERT_TRUE(works[2]->result);
+  EXPECT_EQ(works[2]->result->finish_reason, FinishReason::kCancelled);
+  const auto& t2 = works[2]->result->tokens;
+  EXPECT_TRUE(std::equal(t2.begin(), t2.end(), alone[2].tokens.begin())) << "a cancelled request's tokens are its solo prefix";
+  ASSERT_TRUE(works[5]->result);
+  EXPECT_EQ(works[5]->result->finish_reason, FinishReason::kCancelled);
+  EXPECT_TRUE(works[5]->result->tokens.empty());
+  const runtime::EngineStats s = batch.stats();
+  EXPECT_EQ(s.cancelled, 2u);  // a callback that stops is an end, not a cancel (a stop string)
+  EXPECT_EQ(s.finished, 4u);
+  EXPECT_EQ(s.slots_free, 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchExactness,
+                         ::testing::Values(Case{"llama", EngineOptions::RunAhead::kOff},
+                                           Case{"llama", EngineOptions::RunAhead::kOn},
+                                           Case{"qwen35", EngineOptions::RunAhead::kOff},
+                                           Case{"qwen35", EngineOptions::RunAhead::kOn},
+                                           Case{"qwen35_moe", EngineOptions::RunAhead::kOff},
+                                           Case{"qwen35_moe", EngineOptions::RunAhead::kOn}),
+                         [](const auto& info) {
+                           return std::string(info.param.model) +
+                                  (info.param.run_ahead == EngineOptions::RunAhead::kOn ? "_ahead" : "_plain");
+                         });
+
+// An invalid request fails alone: the others in its step are untouched.
+TEST(BatchEngine, AnInvalidRequestFailsAloneAndFreesNothingItDidNotTake) {
+  EngineOptions o;
+  o.context_size = 64;
+  o.parallel = 2;
+  Engine engine(model::load_model(test::test_fixture("models/llama")), o);
+  GenerationRequest good;
+  good.prompt = {1, 2, 3};
+  good.max_tokens = 4;
+  good.sampling.temperature = 0.0f;
+  GenerationRequest bad = good;
+  bad.prompt.assign(80, 1);  // longer than the context
+  auto a = recorder_for(good), b = recorder_for(bad), c = recorder_for(good);
+  for (auto& w : {a, b, c}) engine.add(w);
+  while (!engine.idle()) engine.step();
+  ASSERT_TRUE(a->result && c->result);
+  EXPECT_EQ(a->result->tokens, c->result->tokens);
+  EXPECT_FALSE(b->result);
+  EXPECT_NE(b->error.find("context size"), std::string::npos) << b->error;
+  EXPECT_EQ(engine.stats().failed, 1u);
+  EXPECT_EQ(engine.stats().slots_free, 2);
+}
+
+// The queue's thread runs submitted requests together and close() cancels what is left.
+TEST(RequestQueue, RunsSubmittedRequestsAndClosesCleanly) {
+  EngineOptions o;
+  o.context_size = 64;
+  o.parallel = 3;
+  Engine solo(model::load_model(test::test_fixture("models/qwen35")), EngineOptions{.context_size = 64});
+  Engine engine(model::load_model(test::test_fixture("models/qwen35")), o);
+  const std::vector<int32_t> base = test::load_golden("llama").prompt;
+  std::vector<std::shared_ptr<test::Recorder>> works;
+  {
+    runtime::RequestQueue queue(engine);
+    for (int i = 0; i < 5; ++i) {
+      works.push_back(recorder_for(nth_request(base, engine.model().config().vocab_size, i)));
+      ASSERT_TRUE(queue.submit(works.back()));
+    }
+    queue.close(std::chrono::seconds(60));
+    EXPECT_FALSE(queue.submit(recorder_for(nth_request(base, 10, 0))));
+    EXPECT_EQ(queue.stats().finished, 5u);
+  }
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(works[i]->result) << i;
+    EXPECT_EQ(works[i]->result->tokens, run_alone(solo, nth_request(base, engine.model().config().vocab_size, i)).tokens) << i;
+  }
+}
+
+}  // namespace
+}  // namespace strata
