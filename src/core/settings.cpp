@@ -177,22 +177,6 @@ const char* setting_source_name(SettingSource source) {
   return "default";
 }
 
-const char* setting_type_name(SettingType type) {
-  switch (type) {
-    case SettingType::kBool:
-      return "bool";
-    case SettingType::kInt:
-      return "int";
-    case SettingType::kDouble:
-      return "float";
-    case SettingType::kString:
-      return "string";
-    case SettingType::kEnum:
-      return "enum";
-  }
-  return "string";
-}
-
 std::span<const SettingSpec> setting_specs() { return table(); }
 
 SettingValue parse_setting_value(const SettingSpec& spec, std::string_view text,

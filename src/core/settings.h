@@ -50,7 +50,6 @@ struct Settings {
 };
 
 enum class SettingType { kBool, kInt, kDouble, kString, kEnum };
-const char* setting_type_name(SettingType type);  // "bool", "int", "float", "string", "enum"
 
 using SettingValue = std::variant<bool, int64_t, double, std::string>;
 
