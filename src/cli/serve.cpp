@@ -39,8 +39,8 @@ std::string model_name(const std::string& path) {
 int64_t context_size(int64_t requested, const model::ModelConfig& config) {
   if (requested > 0) {
     if (config.max_position_embeddings > 0 && requested > config.max_position_embeddings)
-      log::warn("--ctx-size {} is beyond the {} positions the model was trained for", requested,
-                config.max_position_embeddings);
+      log::warn("a context of {} tokens is beyond the {} positions the model was trained for",
+                requested, config.max_position_embeddings);
     return requested;
   }
   const int64_t trained =
@@ -140,10 +140,9 @@ int run_serve(const ServeArgs& args) {
   auto tokenizer = text::Tokenizer::load(args.model);
   const text::chat::ChatTemplate chat_template =
       text::chat::ChatTemplate::load(args.model, args.chat_template);
-  auto model =
-      model::load_model(args.model, load_options(args.quantize, args.device, args.kv_cache_type));
-  const int64_t ctx = context_size(args.ctx_size, model->config());
-  runtime::Engine engine(std::move(model), runtime::EngineOptions{.context_size = ctx});
+  auto model = model::load_model(args.model, load_options(args.settings, args.quantize));
+  const int64_t ctx = context_size(args.settings.ctx_size, model->config());
+  runtime::Engine engine(std::move(model), engine_options(args.settings, ctx));
 
   server::ServerOptions options;
   options.host = args.host;
@@ -156,6 +155,7 @@ int run_serve(const ServeArgs& args) {
   options.aliases.push_back(model_name(args.model));
   options.aliases.push_back(args.model);
   options.think_control = think_control;
+  options.settings = args.settings;
 
   server::Server server(options, server::ServedModel{engine, *tokenizer, chat_template});
   const int port = server.bind();

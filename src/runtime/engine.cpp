@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -21,17 +20,6 @@ const char* finish_reason_name(FinishReason reason) {
   }
   return "stop";
 }
-
-namespace {
-// STRATA_RUN_AHEAD=0: kAuto means kOff (to compare).
-bool run_ahead_off_by_env() {
-  static const bool off = [] {
-    const char* v = std::getenv("STRATA_RUN_AHEAD");
-    return v != nullptr && std::strcmp(v, "0") == 0;
-  }();
-  return off;
-}
-}  // namespace
 
 Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
     : model_(std::move(model)), options_(options),
@@ -96,7 +84,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   // On a GPU the sampler's edits and the pick run where the logits lie, and only the token comes
   // back; logprobs need the whole row on the host.
   const bool run_ahead = options_.run_ahead == EngineOptions::RunAhead::kOn ||
-                         (options_.run_ahead == EngineOptions::RunAhead::kAuto && on_device && !run_ahead_off_by_env());
+                         (options_.run_ahead == EngineOptions::RunAhead::kAuto && on_device);
   const bool pick_on_device = (on_device || run_ahead) && !want_logprobs;
   // A pick on the device is queued into slot s and read back by await_pick(s).
   auto queue_pick = [&](int s) {
