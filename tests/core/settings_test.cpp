@@ -1,15 +1,17 @@
 // The settings registry: a flag beats the environment, which beats the default; values are parsed
 // by type and a bad one is an error naming where it came from; the JSON dump says where each value
-// came from; every row of the table is complete. Environments are explicit maps:
+// came from; every row of the table is complete and documented. Environments are explicit maps:
 // no test touches the process's own.
 #include "core/settings.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
 #include "core/error.h"
+#include "core/mmap.h"
 #include "test_util.h"
 
 namespace strata {
@@ -192,6 +194,16 @@ TEST(Settings, EnvironmentMapReadsAnEnvironBlock) {
   const char* block[] = {"STRATA_DEVICE=cpu", "EQUALS=a=b", "EMPTY=", "NO_EQUALS", nullptr};
   const SettingMap env = environment_map(block);
   EXPECT_EQ(env, (SettingMap{{"STRATA_DEVICE", "cpu"}, {"EQUALS", "a=b"}, {"EMPTY", ""}}));
+}
+
+TEST(Settings, EveryVariableIsInTheConfigurationDoc) {
+  const std::string doc = read_file(test::test_fixture("../../docs/CONFIGURATION.md"));
+  for (const SettingSpec& spec : setting_specs()) {
+    EXPECT_NE(doc.find(fmt::format("`{}`", spec.env)), std::string::npos) << spec.env;
+    if (!spec.flag.empty()) {
+      EXPECT_NE(doc.find(fmt::format("`{}`", spec.flag)), std::string::npos) << spec.flag;
+    }
+  }
 }
 
 }  // namespace
