@@ -13,6 +13,7 @@
 //     (the down weight read as 12288 rows of 4096: the same bytes and groups).
 // Prints a markdown table with the command and the device.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,7 +22,9 @@
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
+#include "backend/tuning.h"
 #include "core/dtype.h"
+#include "core/settings.h"
 
 using namespace strata;
 namespace cuda = strata::backend::cuda;
@@ -97,6 +100,8 @@ int main(int, char** argv) {
     std::printf("no CUDA device\n");
     return 0;
   }
+  // The kernels' settings from the environment, as strata reads them (STRATA_CUDA_PDL, ...).
+  backend::set_tuning(backend::tuning_from(resolve_settings({}, environment_map(environ))));
   const Filler filler;
   // Per layer: the input projections (GDN: qkv, z, b, a; attention: q with its gate, k, v), out,
   // gate, up, down.

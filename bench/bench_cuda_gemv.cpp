@@ -2,16 +2,18 @@
 // of Qwen3.5-9B shapes and one routed expert of Qwen3.5-35B-A3B: time per call and the weight bytes it streams per second, against the GPU's
 // peak. Weights rotate over enough copies to defeat the L2 cache. Prints a markdown table.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/ops.h"
+#include "backend/tuning.h"
 #include "core/dtype.h"
+#include "core/settings.h"
 
 using namespace strata;
 
@@ -69,9 +71,13 @@ int main(int, char** argv) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   const double peak = backend::cuda::device_peak_bandwidth_bytes() / 1e9;  // GB/s
-  const char* kernel = std::getenv("STRATA_CUDA_GEMV");
+  // The settings from the environment, as strata reads them: STRATA_CUDA_GEMV=cores times the
+  // CUDA-core kernel.
+  const Settings settings = resolve_settings({}, environment_map(environ));
+  backend::set_tuning(backend::tuning_from(settings));
   std::printf("command: %s%s\ndevice: %s, peak memory bandwidth %.0f GB/s\n\n",
-              kernel != nullptr ? "STRATA_CUDA_GEMV=cores " : "", argv[0], prop.name, peak);
+              settings.cuda_gemv == "cores" ? "STRATA_CUDA_GEMV=cores " : "", argv[0], prop.name,
+              peak);
   std::printf("| weight | bits | µs per call | GB/s | %% of peak |\n|---|---|---|---|---|\n");
   const Shape2 shapes[] = {{"9B mlp gate/up 12288×4096", 12288, 4096},
                            {"9B mlp down 4096×12288", 4096, 12288},

@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -19,6 +18,7 @@
 #include "cli/bench_shapes.h"
 #include "cli/bench_traffic.h"
 #include "cli/commands.h"
+#include "cli/model_loading.h"
 #include "core/error.h"
 #include "core/mmap.h"
 #include "formats/safetensors.h"
@@ -43,11 +43,12 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-struct Settings {
+// What to run, from the command line and the settings.
+struct Plan {
   std::vector<std::string> shapes;
   std::vector<int> bits;
   Device device = Device::kCpu;
-  model::KvCacheType kv_cache = model::KvCacheType::kAuto;
+  Settings settings;  // how the models load and run (the device and KV cache type included)
   std::vector<int64_t> prompts;   // prefill lengths
   std::vector<int64_t> contexts;  // prompt lengths before a decode run
   int64_t decode = 0;             // tokens per decode run
@@ -56,14 +57,14 @@ struct Settings {
   runtime::SamplingParams sampling;  // of the timed requests
 };
 
-Settings resolve(const BenchArgs& args) {
-  Settings s;
+Plan resolve(const BenchArgs& args) {
+  Plan s;
   s.shapes = args.shapes.empty() ? bench_shape_names() : args.shapes;
   for (const std::string& name : s.shapes)
     (void)bench_shape_config(name);  // unknown names fail before any work
   s.bits = args.bits.empty() ? std::vector<int>{4, 8} : args.bits;
-  s.device = backend::parse_device(args.device);
-  s.kv_cache = model::parse_kv_cache_type(args.kv_cache_type);
+  s.device = backend::parse_device(args.settings.device);
+  s.settings = args.settings;
   s.prompts = !args.prompts.empty() ? args.prompts
               : args.quick          ? std::vector<int64_t>{16, 64}
                                     : std::vector<int64_t>{512, 4096};
@@ -122,28 +123,6 @@ std::string cpu_description() {
     }
   return fmt::format("{}, {} threads", name, omp_get_max_threads());
 }
-
-// Sets an environment variable for as long as it lives.
-class EnvOverride {
- public:
-  EnvOverride(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~EnvOverride() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  EnvOverride(const EnvOverride&) = delete;
-  EnvOverride& operator=(const EnvOverride&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // One generate() call with the arrival time of every token.
 struct Timed {
@@ -232,21 +211,18 @@ struct Breakdown {
 };
 
 // Per-op device times of kBreakdownSteps eager decode steps after `prompt` tokens, on an instance
-// built without CUDA graphs (STRATA_CUDA_GRAPHS is read when the model is made), so every op is
-// dispatched, and timed, on its own.
-Breakdown run_breakdown(const model::SyntheticCheckpoint& ck, const Row& row, Device device,
-                        model::KvCacheType kv_cache, int64_t prompt) {
-  std::unique_ptr<model::Model> m;
-  {
-    EnvOverride no_graphs("STRATA_CUDA_GRAPHS", "0");
-    model::LoadOptions options;
-    options.device = device;
-    options.kv_cache = kv_cache;
-    m = model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), options);
-  }
+// loaded without CUDA graphs, so every op is dispatched, and timed, on its own.
+Breakdown run_breakdown(const model::SyntheticCheckpoint& ck, const Row& row,
+                        const Settings& settings, int64_t prompt) {
+  model::LoadOptions options = load_options(settings, "");
+  options.cuda_graphs = false;
+  const Device device = options.device;
   const int64_t tokens = 1 + 2 * kBreakdownSteps;
-  runtime::Engine engine(std::move(m), runtime::EngineOptions{.context_size = prompt + tokens + 1,
-                                                              .prefill_chunk = kPrefillChunk});
+  runtime::EngineOptions engine_opts = engine_options(settings, prompt + tokens + 1);
+  engine_opts.prefill_chunk = kPrefillChunk;
+  runtime::Engine engine(
+      model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), options),
+      engine_opts);
   (void)generate(engine, std::min<int64_t>(prompt, kPrefillChunk), 4);  // workspaces, cuBLAS
   auto harvest = [&](double divisor) {
     std::vector<OpTime> ops;
@@ -283,7 +259,7 @@ Breakdown run_breakdown(const model::SyntheticCheckpoint& ck, const Row& row, De
 }
 
 // Builds, loads and measures one shape at one width (see the notes printed under the table).
-Row bench_one(const std::string& shape, int bits, const Settings& s,
+Row bench_one(const std::string& shape, int bits, const Plan& s,
               std::optional<Breakdown>& breakdown) {
   Row row;
   row.bits = bits;
@@ -305,12 +281,9 @@ Row bench_one(const std::string& shape, int bits, const Settings& s,
   std::fprintf(stderr, "bench: %s: built %.2f GB of tensors in %.1f s\n", tag.c_str(),
                row.checkpoint_gb, row.build_s);
 
-  model::LoadOptions options;
-  options.device = s.device;
-  options.kv_cache = s.kv_cache;
   t0 = Clock::now();
-  std::unique_ptr<model::Model> m =
-      model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), options);
+  std::unique_ptr<model::Model> m = model::load_model(
+      ck.config, formats::WeightStore::from_tensors(ck.tensors), load_options(s.settings, ""));
   backend::synchronize(s.device);
   row.load_s = seconds_between(t0, Clock::now());
   const model::ModelInfo info = m->info();
@@ -331,11 +304,11 @@ Row bench_one(const std::string& shape, int bits, const Settings& s,
   const int64_t longest_context = *std::max_element(s.contexts.begin(), s.contexts.end());
   const int64_t longest_prompt =
       std::max(*std::max_element(s.prompts.begin(), s.prompts.end()), longest_context);
+  runtime::EngineOptions engine_opts = engine_options(
+      s.settings, std::max(longest_prompt + kWarmupTokens, longest_context + s.decode) + 1);
+  engine_opts.prefill_chunk = kPrefillChunk;
   std::optional<runtime::Engine> engine;
-  engine.emplace(std::move(m),
-                 runtime::EngineOptions{
-                     .context_size = std::max(longest_prompt + kWarmupTokens, longest_context + s.decode) + 1,
-                     .prefill_chunk = kPrefillChunk});
+  engine.emplace(std::move(m), engine_opts);
   // The peak: sampled when a request's first token arrives, while its state and every scratch
   // buffer the prefill grew are still allocated.
   auto sample_peak = [&](size_t k) {
@@ -379,7 +352,7 @@ Row bench_one(const std::string& shape, int bits, const Settings& s,
     engine.reset();  // the measured instance goes first: two would not fit some GPUs
     std::fprintf(stderr, "bench: %s: per-op breakdown of eager decode steps\n", tag.c_str());
     try {
-      breakdown = run_breakdown(ck, row, s.device, s.kv_cache, s.contexts.front());
+      breakdown = run_breakdown(ck, row, s.settings, s.contexts.front());
     } catch (const std::exception& e) {
       // The row stands; the breakdown reports its own failure.
       breakdown.emplace();
@@ -401,7 +374,7 @@ struct Document {
   }
 };
 
-std::string table_header(const Settings& s) {
+std::string table_header(const Plan& s) {
   std::string h = "| model | bits | weights GiB | load s |";
   for (int64_t p : s.prompts) h += fmt::format(" prefill {} tok/s |", length_label(p));
   h += fmt::format(" TTFT {} ms |", length_label(s.prompts.front()));
@@ -415,7 +388,7 @@ std::string table_header(const Settings& s) {
   return h + "\n";
 }
 
-std::string table_row(const Row& r, const Settings& s, double peak_bw) {
+std::string table_row(const Row& r, const Plan& s, double peak_bw) {
   std::string line = fmt::format("| {} | {} |", r.model, r.bits);
   if (!r.error.empty()) {
     line += fmt::format(" error: {} |", r.error);
@@ -437,7 +410,7 @@ std::string table_row(const Row& r, const Settings& s, double peak_bw) {
   return line + "\n";
 }
 
-std::string notes(const Settings& s, const std::vector<Row>& rows) {
+std::string notes(const Plan& s, const std::vector<Row>& rows) {
   const int64_t n = s.decode;
   std::string out = fmt::format(
       "\nSynthetic random-weight checkpoints of the real shapes (MLX affine codes, group 64, bf16 "
@@ -541,7 +514,7 @@ std::string breakdown_table(const Breakdown& b) {
 }  // namespace
 
 int run_bench(const BenchArgs& args) {
-  const Settings s = resolve(args);
+  const Plan s = resolve(args);
   const backend::DeviceInfo device = backend::device_info(s.device);
   Document doc;
   doc.output = args.output;

@@ -77,12 +77,12 @@ int run_chat(const ChatArgs& args) {
   runtime::check_sampling(sampling);  // before the model loads: a bad flag fails fast
   auto tokenizer = text::Tokenizer::load(args.model);
   const auto chat_template = text::chat::ChatTemplate::load(args.model, args.chat_template);
-  auto model =
-      model::load_model(args.model, load_options(args.quantize, args.device, args.kv_cache_type));
+  auto model = model::load_model(args.model, load_options(args.settings, args.quantize));
   std::vector<int32_t> stop_ids = tokenizer->eos_ids();
   for (int32_t id : model->config().eos_token_ids)
     if (std::find(stop_ids.begin(), stop_ids.end(), id) == stop_ids.end()) stop_ids.push_back(id);
-  runtime::Engine engine(std::move(model), runtime::EngineOptions{.context_size = args.ctx_size});
+  const int64_t ctx_size = context_size(args.settings);
+  runtime::Engine engine(std::move(model), engine_options(args.settings, ctx_size));
   const bool color = ::isatty(STDOUT_FILENO) != 0;
   const bool interactive = ::isatty(STDIN_FILENO) != 0;
 
@@ -117,10 +117,10 @@ int run_chat(const ChatArgs& args) {
 
     runtime::GenerationRequest generation;
     generation.prompt = tokenizer->encode(prompt.text, /*add_special_tokens=*/false);
-    if (static_cast<int64_t>(generation.prompt.size()) >= args.ctx_size) {
+    if (static_cast<int64_t>(generation.prompt.size()) >= ctx_size) {
       std::printf(
           "(the conversation is %zu tokens, beyond the context of %lld: /reset to start over)\n",
-          generation.prompt.size(), static_cast<long long>(args.ctx_size));
+          generation.prompt.size(), static_cast<long long>(ctx_size));
       continue;
     }
     generation.max_tokens = args.max_tokens;

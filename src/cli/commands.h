@@ -7,9 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "core/settings.h"
+
 namespace strata::cli {
 
+// The commands that load a model take the settings in effect (main resolves them from the flags,
+// the environment and the defaults) and the model they name, else the built-in one.
+
 struct GenerateArgs {
+  Settings settings;
   std::string model;
   std::string prompt;
   int64_t max_tokens = 256;
@@ -20,20 +26,15 @@ struct GenerateArgs {
   float repetition_penalty = 1.0f;
   uint64_t seed = 0;
   std::string quantize;  // "", "q4", "q8"
-  std::string device = "auto";  // cpu, cuda or auto
-  std::string kv_cache_type = "auto";  // auto, f32 or bf16
-  int64_t ctx_size = 4096;
   bool json = false;
   bool ignore_eos = false;
 };
 int run_generate(const GenerateArgs& args);
 
 struct InfoArgs {
+  Settings settings;
   std::string model;
   std::string quantize;
-  std::string device = "auto";
-  std::string kv_cache_type = "auto";  // auto, f32 or bf16
-  int64_t ctx_size = 4096;
   bool json = false;
 };
 int run_info(const InfoArgs& args);
@@ -49,15 +50,13 @@ struct TokenizeArgs {
 int run_tokenize(const TokenizeArgs& args);
 
 struct ServeArgs {
+  Settings settings;  // ctx_size 0: the model's trained context, at most 4096
   std::string model;
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (printed at start)
   std::string api_key;
-  int64_t ctx_size = 0;  // 0: the model's trained context, at most 4096
   std::string chat_template;  // a .jinja (or .json) file overriding the model's template
   size_t max_concurrency = 64;
-  int64_t parallel = 0;         // sequences run at once; 0: as many as the state budget holds, at most 64
-  double state_budget_mib = 0;  // memory for sequence state; 0: half the GPU's free memory, or 1 GiB on the CPU
   size_t max_body_bytes = 16 << 20;
   size_t max_connections = 4096;             // open at once (within the open-file limit)
   size_t max_connections_per_client = 1024;  // open at once from one client address
@@ -67,18 +66,16 @@ struct ServeArgs {
   double write_timeout = 30;       // seconds a response write may make no progress
   std::vector<std::string> alias;  // names requests may use for the model; the first is reported
   std::string quantize;
-  std::string device = "auto";
-  std::string kv_cache_type = "auto";  // auto, f32 or bf16
   double shutdown_timeout = 30;  // seconds generations may run on after SIGINT/SIGTERM
   std::string think_config;      // JSON file replacing the built-in think control config
 };
 int run_serve(const ServeArgs& args);
 
 struct ChatArgs {
+  Settings settings;
   std::string model;
   std::string chat_template;
   std::string system;
-  int64_t ctx_size = 4096;
   int64_t max_tokens = 1024;  // per answer
   float temperature = 0.7f;
   float top_p = 0.95f;
@@ -86,8 +83,6 @@ struct ChatArgs {
   float min_p = 0.0f;
   uint64_t seed = 0;
   std::string quantize;
-  std::string device = "auto";
-  std::string kv_cache_type = "auto";  // auto, f32 or bf16
   bool no_thinking = false;
 };
 int run_chat(const ChatArgs& args);
@@ -103,10 +98,9 @@ struct RenderArgs {
 int run_render(const RenderArgs& args);
 
 struct BenchArgs {
+  Settings settings;                // device, kv_cache_type and how the model runs
   std::vector<std::string> shapes;  // empty: the five real shapes (cli/bench_shapes.h)
   std::vector<int> bits;            // 4 and/or 8; empty: both
-  std::string device = "auto";
-  std::string kv_cache_type = "auto";  // auto, f32 or bf16
   std::vector<int64_t> prompts;   // prefill lengths; empty: 512, 4096 (--quick: 16, 64)
   int64_t decode = 0;             // tokens per decode run; 0: 128 (--quick: 8)
   std::vector<int64_t> contexts;  // prompts before decoding; empty: 512, 16384 (--quick: 16, 64)

@@ -13,8 +13,7 @@ namespace strata::cli {
 
 int run_generate(const GenerateArgs& args) {
   auto tokenizer = text::Tokenizer::load(args.model);
-  auto model =
-      model::load_model(args.model, load_options(args.quantize, args.device, args.kv_cache_type));
+  auto model = model::load_model(args.model, load_options(args.settings, args.quantize));
 
   runtime::GenerationRequest request;
   request.prompt = tokenizer->encode(args.prompt, /*add_special_tokens=*/true);
@@ -39,7 +38,8 @@ int run_generate(const GenerateArgs& args) {
         request.stop_ids.push_back(id);
   }
 
-  runtime::Engine engine(std::move(model), runtime::EngineOptions{.context_size = args.ctx_size});
+  runtime::Engine engine(std::move(model),
+                         engine_options(args.settings, context_size(args.settings)));
   text::StreamingDetokenizer stream(*tokenizer);
   runtime::TokenCallback on_token;
   if (!args.json) {

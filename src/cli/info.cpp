@@ -23,11 +23,12 @@ std::string human_bytes(double b) {
 }  // namespace
 
 int run_info(const InfoArgs& args) {
-  auto model =
-      model::load_model(args.model, load_options(args.quantize, args.device, args.kv_cache_type));
+  auto model = model::load_model(args.model, load_options(args.settings, args.quantize));
   const model::ModelInfo i = model->info();
   const model::ModelConfig& c = model->config();
-  const size_t state = i.state_bytes_fixed + i.state_bytes_per_token * static_cast<size_t>(args.ctx_size);
+  const int64_t ctx_size = context_size(args.settings);
+  const size_t state =
+      i.state_bytes_fixed + i.state_bytes_per_token * static_cast<size_t>(ctx_size);
   if (args.json) {
     Json out = {{"family", i.family},
                 {"layers", i.layers},
@@ -38,13 +39,14 @@ int run_info(const InfoArgs& args) {
                 {"weight_bytes", i.weight_bytes},
                 {"state_bytes", state},
                 {"kv_cache_type", model::kv_cache_type_name(i.kv_cache_dtype)},
-                {"context_size", args.ctx_size},
+                {"context_size", ctx_size},
                 {"vocab_size", c.vocab_size},
                 {"hidden_size", c.hidden_size},
                 {"mtp_layers", i.mtp_layers},
                 {"moe_shared_folded", i.moe_shared_folded},
                 {"device", backend::device_label(model->device())},
-                {"fingerprint", model->fingerprint()}};
+                {"fingerprint", model->fingerprint()},
+                {"settings", args.settings.to_json()}};
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -64,7 +66,7 @@ int run_info(const InfoArgs& args) {
       c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, i.parameters,
       static_cast<double>(i.parameters) / 1e6, i.quantization,
       human_bytes(static_cast<double>(i.weight_bytes)), backend::device_name(model->device()),
-      human_bytes(static_cast<double>(state)), args.ctx_size,
+      human_bytes(static_cast<double>(state)), ctx_size,
       model::kv_cache_type_name(i.kv_cache_dtype),
       human_bytes(static_cast<double>(i.weight_bytes + state)), model->fingerprint());
   return 0;

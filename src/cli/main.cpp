@@ -1,24 +1,57 @@
 // The strata binary: parses the command line and runs a subcommand. Errors become one clear line
 // on stderr and a non-zero exit code (1: the request failed; 2: bad usage).
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <type_traits>
+#include <vector>
 
+#include "backend/tuning.h"
 #include "cli/commands.h"
 #include "cli/model_loading.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/settings.h"
 
 namespace {
+using strata::SettingMap;
+
+// Adds the flag of the registry's `setting` (core/settings.h), with its help and an enum's values,
+// and `alias` (e.g. "-c") to `cmd`. A value given is the setting's command-line value in `flags`,
+// which come before the environment and the defaults. T: how CLI11 reads it, so that a flag of
+// another type is bad usage (exit code 2) like every other flag's.
+template <typename T = std::string>
+CLI::Option* add_setting_flag(CLI::App& cmd, SettingMap& flags, std::string_view setting,
+                              const std::string& alias = "") {
+  const auto specs = strata::setting_specs();
+  const auto spec = std::ranges::find(specs, setting, &strata::SettingSpec::name);
+  strata::check(spec != specs.end() && !spec->flag.empty(), strata::ErrorKind::kInternal,
+                "no setting '{}' has a flag", setting);
+  std::string names(spec->flag);
+  if (!alias.empty()) names += "," + alias;
+  CLI::Option* option = cmd.add_option_function<T>(
+      names,
+      [&flags, name = std::string(setting)](const T& value) {
+        if constexpr (std::is_same_v<T, std::string>) {
+          flags[name] = value;
+        } else {
+          flags[name] = std::to_string(value);
+        }
+      },
+      std::string(spec->help));
+  if (spec->type == strata::SettingType::kEnum)
+    option->check(
+        CLI::IsMember(std::vector<std::string>(spec->choices.begin(), spec->choices.end())));
+  return option;
+}
+
 // --device and --kv-cache-type, shared by the commands that load a model.
-void add_placement_options(CLI::App& cmd, std::string& device, std::string& kv_cache_type) {
-  cmd.add_option("--device", device, "Where to run: cuda, cpu or auto (the GPU when there is one)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  cmd.add_option(
-         "--kv-cache-type", kv_cache_type,
-         "KV cache element type: auto (bf16 where the checkpoint is 16-bit or MLX-quantized, f32 "
-         "for an f32 one), f32 or bf16")
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+void add_placement_options(CLI::App& cmd, SettingMap& flags) {
+  add_setting_flag(cmd, flags, "device");
+  add_setting_flag(cmd, flags, "kv_cache_type");
 }
 }  // namespace
 
@@ -28,10 +61,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "debug, info, warn, error or off");
+  SettingMap setting_flags;  // the settings given on the command line, by setting name
 
   GenerateArgs gen;
   auto* generate = app.add_subcommand("generate", "Generate text from a prompt");
-  generate->add_option("--model,-m", gen.model, "Model directory or .gguf file (default: the built-in strata-demo)");
+  add_setting_flag(*generate, setting_flags, "model", "-m");
   generate->add_option("--prompt,-p", gen.prompt, "Prompt text (empty: start from BOS)");
   generate->add_option("--max-tokens,-n", gen.max_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
   generate->add_option("--temperature,-t", gen.temperature, "0 for greedy")->check(CLI::NonNegativeNumber);
@@ -42,17 +76,19 @@ int main(int argc, char** argv) {
   generate->add_option("--seed,-s", gen.seed);
   generate->add_option("--quantize", gen.quantize, "Quantize on load: q4 or q8 (MLX affine, group 64)")
       ->check(CLI::IsMember({"q4", "q8", "none"}));
-  add_placement_options(*generate, gen.device, gen.kv_cache_type);
-  generate->add_option("--ctx-size,-c", gen.ctx_size)->check(CLI::PositiveNumber);
+  add_placement_options(*generate, setting_flags);
+  add_setting_flag<int64_t>(*generate, setting_flags, "ctx_size", "-c")
+      ->check(CLI::PositiveNumber);
   generate->add_flag("--json", gen.json, "Print one JSON object instead of streaming text");
   generate->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at end-of-sequence tokens");
 
   InfoArgs info;
   auto* info_cmd = app.add_subcommand("info", "Describe a model");
-  info_cmd->add_option("--model,-m", info.model, "Model directory or .gguf file (default: the built-in strata-demo)");
+  add_setting_flag(*info_cmd, setting_flags, "model", "-m");
   info_cmd->add_option("--quantize", info.quantize)->check(CLI::IsMember({"q4", "q8", "none"}));
-  add_placement_options(*info_cmd, info.device, info.kv_cache_type);
-  info_cmd->add_option("--ctx-size,-c", info.ctx_size)->check(CLI::PositiveNumber);
+  add_placement_options(*info_cmd, setting_flags);
+  add_setting_flag<int64_t>(*info_cmd, setting_flags, "ctx_size", "-c")
+      ->check(CLI::PositiveNumber);
   info_cmd->add_flag("--json", info.json);
 
   TokenizeArgs tok;
@@ -66,17 +102,15 @@ int main(int argc, char** argv) {
 
   ServeArgs serve;
   auto* serve_cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
-  serve_cmd->add_option("--model,-m", serve.model, "Model directory or .gguf file (default: the built-in strata-demo)");
+  add_setting_flag(*serve_cmd, setting_flags, "model", "-m");
   serve_cmd->add_option("--host", serve.host, "Address to listen on (default 127.0.0.1: this machine only)");
   serve_cmd->add_option("--port", serve.port, "Port (0: any free port)")->check(CLI::Range(0, 65535));
   serve_cmd->add_option("--api-key", serve.api_key, "Require 'Authorization: Bearer KEY'");
-  serve_cmd->add_option("--ctx-size,-c", serve.ctx_size, "Context size in tokens (default: the model's, at most 4096)")
+  add_setting_flag<int64_t>(*serve_cmd, setting_flags, "ctx_size", "-c")
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--chat-template", serve.chat_template, "Chat template file (.jinja or .json) to use instead of the model's");
-  serve_cmd->add_option("--parallel", serve.parallel, "Requests generating at once, each with its own state slot of --ctx-size (default: as many as --state-budget holds, at most 64)")
-      ->check(CLI::NonNegativeNumber);
-  serve_cmd->add_option("--state-budget", serve.state_budget_mib, "MiB of memory for sequence state (KV cache and recurrent state) when --parallel is not given (default: half the GPU's free memory after loading, 1024 on the CPU)")
-      ->check(CLI::NonNegativeNumber);
+  add_setting_flag<int64_t>(*serve_cmd, setting_flags, "parallel")->check(CLI::Range(0, 4096));
+  add_setting_flag<int64_t>(*serve_cmd, setting_flags, "state_budget_mib")->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-concurrency", serve.max_concurrency, "Requests admitted at once (generating + queued); more get 503")
       ->check(CLI::Range(1, 4096));
   serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes, "Largest request body accepted (413 beyond)")
@@ -95,7 +129,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--alias", serve.alias, "A model name clients may use (repeatable; the first is reported)");
   serve_cmd->add_option("--quantize", serve.quantize, "Quantize on load: q4 or q8")->check(CLI::IsMember({"q4", "q8", "none"}));
-  add_placement_options(*serve_cmd, serve.device, serve.kv_cache_type);
+  add_placement_options(*serve_cmd, setting_flags);
   serve_cmd->add_option("--shutdown-timeout", serve.shutdown_timeout, "Seconds generations may finish after SIGINT/SIGTERM")
       ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--think-config", serve.think_config,
@@ -103,10 +137,11 @@ int main(int argc, char** argv) {
 
   ChatArgs chat;
   auto* chat_cmd = app.add_subcommand("chat", "Chat with a model in the terminal (/reset, /exit)");
-  chat_cmd->add_option("--model,-m", chat.model, "Model directory or .gguf file (default: the built-in strata-demo)");
+  add_setting_flag(*chat_cmd, setting_flags, "model", "-m");
   chat_cmd->add_option("--chat-template", chat.chat_template, "Chat template file to use instead of the model's");
   chat_cmd->add_option("--system", chat.system, "A system message starting the conversation");
-  chat_cmd->add_option("--ctx-size,-c", chat.ctx_size)->check(CLI::PositiveNumber);
+  add_setting_flag<int64_t>(*chat_cmd, setting_flags, "ctx_size", "-c")
+      ->check(CLI::PositiveNumber);
   chat_cmd->add_option("--max-tokens,-n", chat.max_tokens, "Longest answer in tokens")->check(CLI::PositiveNumber);
   chat_cmd->add_option("--temperature,-t", chat.temperature, "0 for greedy")->check(CLI::NonNegativeNumber);
   chat_cmd->add_option("--top-p", chat.top_p)->check(CLI::Range(0.0, 1.0));
@@ -114,7 +149,7 @@ int main(int argc, char** argv) {
   chat_cmd->add_option("--min-p", chat.min_p)->check(CLI::Range(0.0, 1.0));
   chat_cmd->add_option("--seed,-s", chat.seed);
   chat_cmd->add_option("--quantize", chat.quantize)->check(CLI::IsMember({"q4", "q8", "none"}));
-  add_placement_options(*chat_cmd, chat.device, chat.kv_cache_type);
+  add_placement_options(*chat_cmd, setting_flags);
   chat_cmd->add_flag("--no-thinking", chat.no_thinking, "Ask the template for answers without reasoning (enable_thinking=false)");
 
   RenderArgs render;
@@ -139,7 +174,7 @@ int main(int argc, char** argv) {
       ->add_option("--bits", bench.bits, "4 or 8: MLX affine, group 64 (repeatable; default: both)")
       ->delimiter(',')
       ->check(CLI::IsMember({4, 8}));
-  add_placement_options(*bench_cmd, bench.device, bench.kv_cache_type);
+  add_placement_options(*bench_cmd, setting_flags);
   bench_cmd->add_option("--prompt", bench.prompts, "Prefill lengths in tokens (default 512,4096)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
@@ -176,18 +211,24 @@ int main(int argc, char** argv) {
   }
   try {
     strata::log::set_level(log_level);
-    // generate, info, serve and chat fall back to the built-in model.
-    const std::pair<CLI::App*, std::string*> model_options[] = {
-        {generate, &gen.model}, {info_cmd, &info.model}, {serve_cmd, &serve.model}, {chat_cmd, &chat.model}};
-    for (auto [cmd, model] : model_options)
-      if (cmd->parsed() && model->empty()) *model = default_model_path(argc > 0 ? argv[0] : nullptr);
-    if (*generate) return run_generate(gen);
-    if (*info_cmd) return run_info(info);
+    // Read once, here; every layer below gets them in options.
+    const strata::Settings settings =
+        strata::resolve_settings(setting_flags, strata::environment_map(environ));
+    strata::backend::set_tuning(strata::backend::tuning_from(settings));
+    // generate, info, serve and chat load the model the settings name, else the built-in one.
+    auto with_model = [&](auto& args) -> auto& {
+      args.settings = settings;
+      args.model = model_path(settings, argc > 0 ? argv[0] : nullptr);
+      return args;
+    };
+    if (*generate) return run_generate(with_model(gen));
+    if (*info_cmd) return run_info(with_model(info));
     if (*tokenize) return run_tokenize(tok);
-    if (*serve_cmd) return run_serve(serve);
-    if (*chat_cmd) return run_chat(chat);
+    if (*serve_cmd) return run_serve(with_model(serve));
+    if (*chat_cmd) return run_chat(with_model(chat));
     if (*render_cmd) return run_render(render);
     if (*bench_cmd) {
+      bench.settings = settings;
       bench.command_line = "strata";
       for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];

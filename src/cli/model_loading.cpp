@@ -1,8 +1,7 @@
-// --quantize q4|q8 → MLX affine quantization on load, group size 64 (MLX's default); --device;
-// --kv-cache-type.
+// The settings as load and engine options; --quantize q4|q8 → MLX affine quantization on
+// load, group size 64 (MLX's default); the default model.
 #include "cli/model_loading.h"
 
-#include <cstdlib>
 #include <filesystem>
 
 #include "backend/memory.h"
@@ -10,11 +9,12 @@
 
 namespace strata::cli {
 
-model::LoadOptions load_options(const std::string& quantize, const std::string& device,
-                                const std::string& kv_cache_type) {
+model::LoadOptions load_options(const Settings& settings, const std::string& quantize) {
   model::LoadOptions options;
-  options.device = backend::parse_device(device);
-  options.kv_cache = model::parse_kv_cache_type(kv_cache_type);
+  options.device = backend::parse_device(settings.device);
+  options.kv_cache = model::parse_kv_cache_type(settings.kv_cache_type);
+  options.cuda_graphs = settings.cuda_graphs;
+  options.moe_fold_shared = settings.moe_fold_shared;
   if (quantize.empty() || quantize == "none") return options;
   if (quantize == "q4") {
     options.quantize = formats::QuantParams{4, 64};
@@ -26,9 +26,21 @@ model::LoadOptions load_options(const std::string& quantize, const std::string& 
   return options;
 }
 
-std::string default_model_path(const char* argv0) {
+runtime::EngineOptions engine_options(const Settings& settings, int64_t context_size) {
+  runtime::EngineOptions options;
+  options.context_size = context_size;
+  options.run_ahead = settings.run_ahead ? runtime::EngineOptions::RunAhead::kAuto
+                                         : runtime::EngineOptions::RunAhead::kOff;
+  return options;
+}
+
+int64_t context_size(const Settings& settings) {
+  return settings.ctx_size > 0 ? settings.ctx_size : 4096;
+}
+
+std::string model_path(const Settings& settings, const char* argv0) {
   namespace fs = std::filesystem;
-  if (const char* env = std::getenv("STRATA_MODEL"); env != nullptr && *env != '\0') return env;
+  if (!settings.model.empty()) return settings.model;
   std::vector<fs::path> candidates;
   std::error_code ec;
   const fs::path exe = fs::canonical("/proc/self/exe", ec);
@@ -36,12 +48,14 @@ std::string default_model_path(const char* argv0) {
     candidates.push_back(exe.parent_path().parent_path() / "models" / "strata-demo");
     candidates.push_back(exe.parent_path() / "models" / "strata-demo");
   } else if (argv0 != nullptr) {
-    candidates.push_back(fs::absolute(argv0).parent_path().parent_path() / "models" / "strata-demo");
+    candidates.push_back(fs::absolute(argv0).parent_path().parent_path() / "models" /
+                         "strata-demo");
   }
   candidates.push_back(fs::path(STRATA_SOURCE_DIR) / "models" / "strata-demo");
   for (const fs::path& c : candidates)
     if (fs::exists(c / "config.json")) return c.string();
-  fail(ErrorKind::kNotFound, "no --model given and the built-in model was not found (looked in {}); pass --model PATH",
+  fail(ErrorKind::kNotFound,
+       "no --model given and the built-in model was not found (looked in {}); pass --model PATH",
        candidates.front().string());
 }
 

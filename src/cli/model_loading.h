@@ -1,21 +1,29 @@
-// Shared by the commands that load a model: --quantize and --device parsing, load options, the
-// default model.
+// Shared by the commands that load a model: the settings in effect (core/settings.h) turned into
+// load and engine options, and the model to load.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
+#include "core/settings.h"
 #include "model/weights.h"
+#include "runtime/engine.h"
 
 namespace strata::cli {
 
-// quantize: "", "q4", "q8"; device: "cpu", "cuda" or "auto"; kv_cache_type: "auto", "f32" or
-// "bf16".
-model::LoadOptions load_options(const std::string& quantize, const std::string& device,
-                                const std::string& kv_cache_type);
+// The settings' device, kv_cache_type, cuda_graphs and moe_fold_shared, and --quantize ("", "none",
+// "q4" or "q8").
+model::LoadOptions load_options(const Settings& settings, const std::string& quantize);
 
-// The model to use when no --model is given: $STRATA_MODEL, else the built-in strata-demo
+// A context of `context_size` tokens and the settings' run_ahead (off: never; on: on a GPU).
+runtime::EngineOptions engine_options(const Settings& settings, int64_t context_size);
+
+// The context of generate, info and chat: the ctx_size setting, else 4096.
+int64_t context_size(const Settings& settings);
+
+// The model to load: the model setting (--model, $STRATA_MODEL), else the built-in strata-demo
 // (models/strata-demo next to the binary's parent folder, i.e. the repository, or in the source
 // tree this binary was built from). Errors when none exists.
-std::string default_model_path(const char* argv0);
+std::string model_path(const Settings& settings, const char* argv0);
 
 }  // namespace strata::cli

@@ -39,8 +39,8 @@ std::string model_name(const std::string& path) {
 int64_t context_size(int64_t requested, const model::ModelConfig& config) {
   if (requested > 0) {
     if (config.max_position_embeddings > 0 && requested > config.max_position_embeddings)
-      log::warn("--ctx-size {} is beyond the {} positions the model was trained for", requested,
-                config.max_position_embeddings);
+      log::warn("a context of {} tokens is beyond the {} positions the model was trained for",
+                requested, config.max_position_embeddings);
     return requested;
   }
   const int64_t trained =
@@ -135,8 +135,9 @@ void raise_open_file_limit() {
 // and no more than requests may be admitted).
 int64_t parallel_slots(const ServeArgs& args, const model::Model& model, int64_t ctx) {
   constexpr int64_t kMaxAuto = 64;
-  if (args.parallel > 0) return args.parallel;
-  double budget = args.state_budget_mib * 1024.0 * 1024.0;
+  const Settings& settings = args.settings;
+  if (settings.parallel > 0) return settings.parallel;
+  double budget = static_cast<double>(settings.state_budget_mib) * 1024.0 * 1024.0;
   if (budget <= 0)
     budget = model.device() == Device::kCpu ? 1024.0 * 1024.0 * 1024.0
                                             : 0.5 * static_cast<double>(backend::device_info(model.device()).free_bytes);
@@ -154,11 +155,12 @@ int run_serve(const ServeArgs& args) {
   auto tokenizer = text::Tokenizer::load(args.model);
   const text::chat::ChatTemplate chat_template =
       text::chat::ChatTemplate::load(args.model, args.chat_template);
-  auto model =
-      model::load_model(args.model, load_options(args.quantize, args.device, args.kv_cache_type));
-  const int64_t ctx = context_size(args.ctx_size, model->config());
-  const int64_t parallel = parallel_slots(args, *model, ctx);
-  runtime::Engine engine(std::move(model), runtime::EngineOptions{.context_size = ctx, .parallel = parallel});
+  auto model = model::load_model(args.model, load_options(args.settings, args.quantize));
+  const int64_t ctx = context_size(args.settings.ctx_size, model->config());
+  runtime::EngineOptions engine_opts = engine_options(args.settings, ctx);
+  engine_opts.parallel = parallel_slots(args, *model, ctx);
+  const int64_t parallel = engine_opts.parallel;
+  runtime::Engine engine(std::move(model), engine_opts);
 
   server::ServerOptions options;
   options.host = args.host;
@@ -171,6 +173,7 @@ int run_serve(const ServeArgs& args) {
   options.aliases.push_back(model_name(args.model));
   options.aliases.push_back(args.model);
   options.think_control = think_control;
+  options.settings = args.settings;
 
   server::Server server(options, server::ServedModel{engine, *tokenizer, chat_template});
   const int port = server.bind();

@@ -31,7 +31,7 @@ class DenseModel final : public Model {
       : Model(std::move(config), std::move(fingerprint), weights->device()),
         weights_(std::move(weights)),
         // Dynamic NTK scaling changes the RoPE frequencies with the length: no fixed graph.
-        runner_(device_, config_.rope.type != "dynamic") {
+        runner_(device_, weights_->options().cuda_graphs && config_.rope.type != "dynamic") {
     load();
   }
 

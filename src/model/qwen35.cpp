@@ -7,7 +7,6 @@
 #include "model/qwen35.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "backend/gdn.h"
@@ -51,17 +50,10 @@ struct Ffn {
   // router, so that topk_softmax gives every token a last slot for it and moe_experts adds it with the
   // routed ones: four launches an MoE layer on a GPU instead of eight. Taken when the shared expert
   // has the routed experts' shape and format and its gate the router's format (Qwen3.5-MoE and
-  // Qwen3-Next checkpoints); STRATA_MOE_FOLD_SHARED=0 turns it off.
+  // Qwen3-Next checkpoints) and LoadOptions::moe_fold_shared allows it.
   bool shared_folded = false;
   Weight shared_gate, shared_up, shared_down, shared_expert_gate;
 };
-
-// Whether load_ffn may fold a shared expert into the routed ones (STRATA_MOE_FOLD_SHARED=0: never),
-// read at each load.
-bool fold_shared_allowed() {
-  const char* env = std::getenv("STRATA_MOE_FOLD_SHARED");
-  return env == nullptr || std::string(env) != "0";
-}
 
 struct Layer {
   LayerKind kind = LayerKind::kLinearAttention;
@@ -100,7 +92,7 @@ class Qwen35Model final : public Model {
       : Model(std::move(config), std::move(fingerprint), weights->device()),
         weights_(std::move(weights)),
         // The body never reads device memory on the host (MoE routing included): steps may be captured.
-        runner_(device_, true),
+        runner_(device_, weights_->options().cuda_graphs),
         s_(runner_.scratch()) {
     load();
   }
@@ -502,7 +494,7 @@ class Qwen35Model final : public Model {
       expect(F.shared_down, H, S, p + "shared_expert.down_proj");
       expect(shared_expert_gate, 1, H, p + "shared_expert_gate");
       const Weight& e0 = F.expert_gate[0];
-      F.shared_folded = fold_shared_allowed() && S == I && backend::same_format(F.shared_gate, e0) &&
+      F.shared_folded = w.options().moe_fold_shared && S == I && backend::same_format(F.shared_gate, e0) &&
                         backend::same_format(F.shared_up, e0) && backend::same_format(F.shared_down, e0) &&
                         backend::same_format(shared_expert_gate, router);
     }

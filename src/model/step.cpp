@@ -1,7 +1,6 @@
 // Scratch and StepRunner.
 #include "model/step.h"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "core/hash.h"
@@ -11,11 +10,6 @@ namespace strata::model {
 namespace {
 enum IoSlot : size_t { kInputs, kLogits };
 constexpr size_t kMaxGraphs = 16;
-
-bool graphs_enabled_by_env() {
-  const char* v = std::getenv("STRATA_CUDA_GRAPHS");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
 }  // namespace
 
 Tensor Scratch::get(size_t slot, Shape shape, DType dtype) {
@@ -35,7 +29,7 @@ Tensor Scratch::get(size_t slot, Shape shape, DType dtype) {
 
 StepRunner::StepRunner(Device device, bool graphs)
     : device_(device),
-      graphs_(graphs && backend::graphs_supported(device) && graphs_enabled_by_env()),
+      graphs_(graphs && backend::graphs_supported(device)),
       scratch_(device),
       io_(device),
       staging_(device) {}

@@ -34,6 +34,12 @@ struct LoadOptions {
   std::string config_override;                   // tests: load with this config.json text instead
   Device device = Device::kCpu;                  // where the weights are placed
   KvCacheType kv_cache = KvCacheType::kAuto;     // sets ModelConfig::kv_cache_dtype
+  // Decode steps may be captured as device graphs and replayed (false: every step runs eagerly,
+  // to compare; the cuda_graphs setting).
+  bool cuda_graphs = true;
+  // A shared expert of the routed experts' shape and format may run as one more routed expert
+  // (false: on its own, to compare; the moe_fold_shared setting).
+  bool moe_fold_shared = true;
 };
 
 class WeightLoader {
@@ -74,6 +80,7 @@ class WeightLoader {
   const formats::WeightStore* store() const { return store_ ? &*store_ : nullptr; }
   const formats::GgufFile* gguf() const { return gguf_.get(); }
   Device device() const { return options_.device; }
+  const LoadOptions& options() const { return options_; }
 
  private:
   const Tensor& raw(const std::string& name);

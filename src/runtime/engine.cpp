@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -35,15 +34,6 @@ const char* finish_reason_name(FinishReason reason) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// STRATA_RUN_AHEAD=0: kAuto means kOff (to compare).
-bool run_ahead_off_by_env() {
-  static const bool off = [] {
-    const char* v = std::getenv("STRATA_RUN_AHEAD");
-    return v != nullptr && std::strcmp(v, "0") == 0;
-  }();
-  return off;
-}
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -275,7 +265,7 @@ void Engine::start(std::shared_ptr<Work> work, int slot) {
     // comes back; logprobs need the whole row on the host.
     const bool on_device = model_->device() != Device::kCpu;
     const bool run_ahead = options_.run_ahead == EngineOptions::RunAhead::kOn ||
-                           (options_.run_ahead == EngineOptions::RunAhead::kAuto && on_device && !run_ahead_off_by_env());
+                           (options_.run_ahead == EngineOptions::RunAhead::kAuto && on_device);
     r.pick_on_device = (on_device || run_ahead) && !r.want_logprobs;
     // Running ahead needs picks that do not depend on the history the host keeps (no penalties
     // or logit bias), and, when a controller may replace a token, a state that can drop the step

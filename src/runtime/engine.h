@@ -33,7 +33,7 @@ struct EngineOptions {
   // Running ahead (generate()): the step of each picked token is queued before the host reads the
   // token, so that a GPU never waits for the host between steps. kAuto: on a GPU (on the CPU it
   // gains nothing and wastes the step after the last token); kOn: on the CPU too, picking tokens
-  // with the backend's ops as a GPU does; kOff: never. STRATA_RUN_AHEAD=0 makes kAuto kOff.
+  // with the backend's ops as a GPU does; kOff: never (the run_ahead setting off, to compare).
   enum class RunAhead { kAuto, kOn, kOff } run_ahead = RunAhead::kAuto;
   // Requests that run at once: the state slots allocated at start, each of context_size tokens.
   int64_t parallel = 1;

@@ -232,7 +232,8 @@ struct Server::Impl {
                {{"budget_closes", m.think_budget_closes},
                 {"loop_escapes", m.think_loop_escapes},
                 {"answer_loop_stops", m.answer_loop_stops},
-                {"router_activations", m.think_router_activations}}}});
+                {"router_activations", m.think_router_activations}}},
+              {"settings", options.settings.to_json()}});
   }
 
   HttpResponse prometheus() const {

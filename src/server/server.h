@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "control/think_control.h"
+#include "core/settings.h"
 #include "runtime/engine.h"
 #include "server/http.h"
 #include "text/chat/chat_template.h"
@@ -31,6 +32,7 @@ struct ServerOptions {
   std::vector<std::string> aliases;  // other accepted names
   // Thinking budget, loop detection, escape hints and the retrieval router for chat requests.
   control::ThinkControlConfig think_control = control::ThinkControlConfig::defaults();
+  Settings settings;  // the settings the process resolved at start, which /health reports
 };
 
 // What is served; everything must outlive the Server.

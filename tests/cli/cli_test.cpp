@@ -74,6 +74,31 @@ TEST(Cli, InfoDescribesTheModel) {
   EXPECT_LT(jb["state_bytes"].get<int64_t>(), j["state_bytes"].get<int64_t>());
 }
 
+// The settings come from a flag, else the environment, else the default, and info --json says
+// which for each; a bad value in the environment stops the command, naming the variable.
+TEST(Cli, InfoShowsTheSettingsAndWhereEachCameFrom) {
+  const CliResult r = strata_cli("info --json -c 2048", true,
+                                 "STRATA_MODEL=" + stories() +
+                                     " STRATA_CTX_SIZE=1024 STRATA_KV_CACHE_TYPE=bf16 "
+                                     "STRATA_CUDA_GRAPHS=off ");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["family"], "llama");  // the model the environment names
+  EXPECT_EQ(j["context_size"], 2048);
+  EXPECT_EQ(j["kv_cache_type"], "bf16");
+  const Json& s = j["settings"];
+  EXPECT_EQ(s["model"], (Json{{"value", stories()}, {"source", "env"}}));
+  EXPECT_EQ(s["ctx_size"], (Json{{"value", 2048}, {"source", "flag"}}));
+  EXPECT_EQ(s["kv_cache_type"], (Json{{"value", "bf16"}, {"source", "env"}}));
+  EXPECT_EQ(s["cuda_graphs"], (Json{{"value", false}, {"source", "env"}}));
+  EXPECT_EQ(s["device"], (Json{{"value", "auto"}, {"source", "default"}}));
+
+  const CliResult bad = strata_cli("info -m " + stories(), true, "STRATA_CUDA_FEEDS=all ");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("error: STRATA_CUDA_FEEDS: 'all' is not an integer"), std::string::npos)
+      << bad.out;
+}
+
 TEST(Cli, MissingModelIsAClearError) {
   const CliResult r = strata_cli("generate -m /nonexistent/model --prompt hi");
   EXPECT_EQ(r.exit_code, 1);

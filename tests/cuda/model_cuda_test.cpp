@@ -4,8 +4,6 @@
 // moves between devices. Runs on the GPU machine; skips where no CUDA device is present.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "backend/memory.h"
 #include "formats/safetensors.h"
 #include "model/checkpoint_convert.h"
@@ -147,9 +145,9 @@ TEST_P(CudaModels, Bf16KvCacheAgreesWithTheCpu) {
 // Graph replay launches the same kernels on the same memory: bit-identical to eager steps.
 TEST_P(CudaModels, GraphReplayIsBitIdenticalToEagerSteps) {
   const test::Golden g = test::load_golden(GetParam());
-  setenv("STRATA_CUDA_GRAPHS", "0", 1);
-  auto eager = model::load_model(path(), on(Device::kCuda));
-  unsetenv("STRATA_CUDA_GRAPHS");
+  model::LoadOptions no_graphs = on(Device::kCuda);
+  no_graphs.cuda_graphs = false;
+  auto eager = model::load_model(path(), no_graphs);
   auto graphed = model::load_model(path(), on(Device::kCuda));
   const std::vector<int32_t> prompt(g.prompt.begin(), g.prompt.begin() + 40);
   const std::vector<float> a = decode_logits(*eager, prompt, 20),
@@ -289,20 +287,21 @@ TEST_P(CudaModels, SnapshotRestoreAndStateMovesBetweenDevices) {
 // A Qwen3.5-MoE whose shared expert folds into the routed ones (synthetic weights: the goldens'
 // shared experts are of another size): GPU decode steps and prompts against the CPU's, which
 // computes the folded expert exactly as the separate one; and the folded GPU model against the
-// GPU model that runs the shared expert on its own (STRATA_MOE_FOLD_SHARED=0), step by step.
+// GPU model that runs the shared expert on its own (LoadOptions::moe_fold_shared false), step by
+// step.
 TEST(CudaMoe, FoldedSharedExpertAgreesWithTheCpuAndTheSeparateExpert) {
   if (!backend::device_available(Device::kCuda)) GTEST_SKIP() << "no CUDA device";
   for (int bits : {4, 8}) {
     SCOPED_TRACE(bits);
     const model::SyntheticCheckpoint ck =
         model::make_synthetic_checkpoint(test::tiny_hybrid_config(true), {.bits = bits});
-    auto load = [&](Device device) {
-      return model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), on(device));
+    auto load = [&](Device device, bool fold_shared = true) {
+      model::LoadOptions options = on(device);
+      options.moe_fold_shared = fold_shared;
+      return model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), options);
     };
     auto cpu = load(Device::kCpu), gpu = load(Device::kCuda);
-    ::setenv("STRATA_MOE_FOLD_SHARED", "0", 1);
-    auto separate = load(Device::kCuda);
-    ::unsetenv("STRATA_MOE_FOLD_SHARED");
+    auto separate = load(Device::kCuda, false);
     ASSERT_EQ(gpu->info().moe_shared_folded, 4);
     ASSERT_EQ(separate->info().moe_shared_folded, 0);
     const std::vector<int32_t> prompt = {1, 7, 42, 3, 99, 5, 17, 200, 64, 8, 150, 2};

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -145,17 +144,18 @@ TEST(InMemoryLoad, RejectsAConfigOverrideAndReportsMissingTensors) {
 
 // A shared expert of the routed experts' shape and format runs as one more routed expert (its gate
 // as one more router row): on the CPU that is the same arithmetic in the same order, so the logits
-// are bit-identical to the separate shared expert's (STRATA_MOE_FOLD_SHARED=0). A shared expert of
-// another size stays separate.
+// are bit-identical to the separate shared expert's (LoadOptions::moe_fold_shared false). A shared
+// expert of another size stays separate.
 TEST(SyntheticCheckpoint, FoldingTheSharedExpertLeavesTheLogitsBitIdentical) {
   for (int bits : {4, 8}) {
     SCOPED_TRACE(bits);
     const model::SyntheticCheckpoint ck =
         model::make_synthetic_checkpoint(test::tiny_hybrid_config(true), {.bits = bits});
     auto folded = model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors));
-    ::setenv("STRATA_MOE_FOLD_SHARED", "0", 1);
-    auto separate = model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors));
-    ::unsetenv("STRATA_MOE_FOLD_SHARED");
+    model::LoadOptions separate_expert;
+    separate_expert.moe_fold_shared = false;
+    auto separate = model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors),
+                                      separate_expert);
     EXPECT_EQ(folded->info().moe_shared_folded, 4);
     EXPECT_EQ(separate->info().moe_shared_folded, 0);
     EXPECT_EQ(folded->fingerprint(), separate->fingerprint());

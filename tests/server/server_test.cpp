@@ -351,6 +351,7 @@ TEST(Server, ApiKeyIsRequiredExceptForHealth) {
 TEST(Server, ModelsHealthMetricsTokenize) {
   server::ServerOptions options;
   options.aliases = {"my-alias"};
+  options.settings = resolve_settings({{"device", "cpu"}}, {{"STRATA_CUDA_GRAPHS", "0"}});
   TestServer s("ok", options);
   const Json models = Json::parse(s.get("/v1/models").body);
   ASSERT_EQ(models["data"].size(), 1u);
@@ -364,6 +365,11 @@ TEST(Server, ModelsHealthMetricsTokenize) {
   EXPECT_EQ(health["model"], "qwen3-test");
   EXPECT_EQ(health["requests"]["finished"], 1);
   EXPECT_GT(health["memory"]["resident_bytes"].get<uint64_t>(), 0u);
+  // The settings the process resolved, each with where it came from.
+  EXPECT_EQ(health["settings"].size(), setting_specs().size());
+  EXPECT_EQ(health["settings"]["device"], (Json{{"value", "cpu"}, {"source", "flag"}}));
+  EXPECT_EQ(health["settings"]["cuda_graphs"], (Json{{"value", false}, {"source", "env"}}));
+  EXPECT_EQ(health["settings"]["ctx_size"], (Json{{"value", 0}, {"source", "default"}}));
 
   const std::string metrics = s.get("/metrics").body;
   EXPECT_NE(metrics.find("# TYPE strata_http_requests_total counter\n"), std::string::npos);

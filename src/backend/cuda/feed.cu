@@ -1,9 +1,8 @@
 // Matmul feeds on CUDA: where a form lives and who may use it (feed.h).
-#include <cstdlib>
-
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/feed.h"
 #include "backend/cuda/gemv_tc.h"
+#include "backend/tuning.h"
 
 namespace strata::backend::cuda {
 
@@ -15,13 +14,7 @@ size_t bytes_of(int64_t K) {
   return static_cast<size_t>(K / G::kTileK * (G::kTileVecs + 4)) * sizeof(uint4);
 }
 
-bool feeds_enabled(FeedKind kind) {
-  static const int mask = [] {
-    const char* e = std::getenv("STRATA_CUDA_FEEDS");
-    return e != nullptr ? std::atoi(e) : 15;
-  }();
-  return ((mask >> static_cast<int>(kind)) & 1) != 0;
-}
+bool feeds_enabled(FeedKind kind) { return ((tuning().feeds >> static_cast<int>(kind)) & 1) != 0; }
 }  // namespace
 
 size_t form_bytes(int bits, int64_t K) { return bits == 4 ? bytes_of<4>(K) : bytes_of<8>(K); }

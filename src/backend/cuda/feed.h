@@ -37,14 +37,14 @@ size_t form_bytes(int bits, int64_t K);
 // share a scale).
 int64_t run_length(int bits);
 
-// The producers, each of which STRATA_CUDA_FEEDS (a bit mask of 1 << kind, read once; default 15:
-// all) can turn off, to compare.
+// The producers, each of which Tuning::feeds (backend/tuning.h: a bit mask of 1 << kind; default
+// 15, all) can turn off, to compare.
 enum class FeedKind { kNorm, kGlu, kGdnCore, kSigmoidMul };
 
 // For a producer of `kind` about to write `rows` rows of K activations at `source`: the form to
 // write as well, recorded in the feed, or no form (recorded as none) where the decode matmul of
 // the feed's weight would not take one (more than one row, a K other than its input's, a weight
-// gemv_tc does not serve) or STRATA_CUDA_FEEDS turns the kind off. `extra_ok` is the producer's
+// gemv_tc does not serve) or Tuning::feeds turns the kind off. `extra_ok` is the producer's
 // own condition (a shape its kernel cannot write).
 FeedForm begin_feed(FeedKind kind, MatmulFeed* feed, const void* source, int64_t rows, int64_t K,
                     bool extra_ok = true);

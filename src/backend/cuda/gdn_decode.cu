@@ -21,7 +21,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "backend/cuda/activations.h"
 #include "backend/cuda/cluster.h"
@@ -31,6 +30,7 @@
 #include "backend/cuda/gdn_common.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/warp.h"
+#include "backend/tuning.h"
 
 namespace strata::backend::cuda {
 
@@ -280,15 +280,13 @@ CoreShape core_shape(int dk, int r, int dv, int s) {
       sizeof(float) * static_cast<size_t>(2 * dk + rows + kCoreMaxWarps + kCoreMaxCluster + rows)};
 }
 
-// Each value head's rows split in two where that fits, else whole; STRATA_GDN_SPLIT (1, 2, 4 or 8)
+// Each value head's rows split in two where that fits, else whole; Tuning::gdn_split (1, 2, 4 or 8)
 // names the split instead where it fits, for tuning and tests (read on every eager call; a graph
 // keeps the shape it was captured with). Measured on an H100 (2026-11-22, decode tok/s at 4 bits,
 // splits 1 / 2 / 4 / 8): Qwen3.5-9B 403-405 / 413-414 / 412 / 409-413, Qwen3.5-0.8B 1440 /
 // 1421-1436 / 1393-1409 / 1367-1394; the three launches this replaces gave 411-412 and 1380-1386.
 CoreShape choose_core_shape(int dk, int r, int dv) {
-  const char* env = std::getenv("STRATA_GDN_SPLIT");
-  const int forced = env != nullptr ? std::atoi(env) : 0;
-  for (const int s : {forced, 2, 1}) {
+  for (const int s : {tuning().gdn_split, 2, 1}) {
     if (s != 1 && s != 2 && s != 4 && s != 8) continue;
     const CoreShape shape = core_shape(dk, r, dv, s);
     if (shape.cluster != 0) return shape;

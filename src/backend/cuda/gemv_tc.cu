@@ -37,7 +37,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -52,6 +51,7 @@
 #include "backend/cuda/launch.h"
 #include "backend/cuda/scale_type.h"
 #include "backend/cuda/segments.h"
+#include "backend/tuning.h"
 
 namespace strata::backend::cuda {
 
@@ -367,13 +367,9 @@ struct Shape {
 // As many blocks as are resident at once (or one per m-tile, if fewer), and the block shape that
 // takes the longest range in the fewest tile steps per warp, counting one more per pass for the
 // pipeline filling; ties go to fewer passes, and no block has more row groups than m-tiles.
-// STRATA_GEMV_ROW_WARPS (1, 2, 4 or 8) fixes the row groups per block, for tuning.
+// Tuning::gemv_row_warps (1, 2, 4 or 8) fixes the row groups per block, for tuning.
 Shape choose_shape(unsigned tiles16, int64_t tiles, int resident_blocks) {
-  static const int forced = [] {
-    const char* env = std::getenv("STRATA_GEMV_ROW_WARPS");
-    const int v = env != nullptr ? std::atoi(env) : 0;
-    return (v == 1 || v == 2 || v == 4 || v == 8) ? v : 0;
-  }();
+  const int forced = tuning().gemv_row_warps;
   const unsigned grid = std::min<unsigned>(tiles16, static_cast<unsigned>(resident_blocks));
   const int64_t longest = (tiles16 + grid - 1) / grid;
   Shape best{};

@@ -1,11 +1,8 @@
-// Whether kernel launches use Programmatic Dependent Launch and clusters (launch.h): decided once
-// per process.
+// Whether kernel launches use Programmatic Dependent Launch and clusters (launch.h).
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "backend/cuda/launch.h"
+#include "backend/tuning.h"
 
 namespace strata::backend::cuda {
 
@@ -23,14 +20,7 @@ bool hopper_or_newer() {
 
 }  // namespace
 
-bool pdl_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("STRATA_CUDA_PDL");
-    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
-    return hopper_or_newer();
-  }();
-  return enabled;
-}
+bool pdl_enabled() { return tuning().pdl && hopper_or_newer(); }
 
 bool clusters_supported() { return hopper_or_newer(); }
 

@@ -21,8 +21,8 @@
 // in between, and the step's positions, staged before its first kernel. (An L2 prefetch may name
 // any address: it reads nothing into the kernel.)
 //
-// PDL is on by default on devices of compute capability 9.0 and above. STRATA_CUDA_PDL=0 in the
-// environment turns it off (read once, on the first launch): launch() then launches plainly.
+// PDL is on by default on devices of compute capability 9.0 and above. Tuning::pdl
+// (backend/tuning.h) turns it off: launch() then launches plainly.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,8 +35,7 @@
 
 namespace strata::backend::cuda {
 
-// Whether launch() uses PDL (device capability ≥ 9.0 and STRATA_CUDA_PDL is not 0); fixed on the
-// first call.
+// Whether launch() uses PDL (device capability ≥ 9.0 and Tuning::pdl).
 bool pdl_enabled();
 
 // Whether the device runs thread-block clusters (compute capability 9.0 and above).

@@ -4,9 +4,7 @@
 // dequantized in registers: Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group. More rows go to gemm.cu.
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <span>
-#include <string_view>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
@@ -17,6 +15,7 @@
 #include "backend/cuda/scale_type.h"
 #include "backend/cuda/segments.h"
 #include "backend/cuda/warp.h"
+#include "backend/tuning.h"
 
 namespace strata::backend::cuda {
 
@@ -215,14 +214,9 @@ void matmul_float(const Tensor& x, const Weight& w, const Tensor& out) {
          w.w.as<const float>(), N, K, out.as<float>());
 }
 
-// STRATA_CUDA_GEMV=cores picks the CUDA-core decode kernel over the tensor-core one (to compare).
-bool tensor_cores_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("STRATA_CUDA_GEMV");
-    return v == nullptr || std::string_view(v) != "cores";
-  }();
-  return enabled;
-}
+// Tuning::gemv_tensor_cores false picks the CUDA-core decode kernel over the tensor-core one (to
+// compare).
+bool tensor_cores_enabled() { return tuning().gemv_tensor_cores; }
 
 }  // namespace
 

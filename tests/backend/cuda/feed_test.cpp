@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "backend/gdn.h"
 #include "backend/ops.h"
 #include "backend/tensor_test_util.h"
+#include "backend/tuning.h"
 #include "core/dtype.h"
 #include "formats/mlx_quant.h"
 
@@ -220,18 +220,22 @@ TEST_F(CudaFeed, GdnCoreHandsTheOutProjectionItsInput) {
   struct Case {
     int64_t Hk, Hv;
     Format f;
-    const char* split;
+    int split;  // Tuning::gdn_split
     bool form;
   };
-  const Case cases[] = {{16, 32, {4, 64}, "", true},
-                        {16, 32, {4, 64}, "1", true},
-                        {16, 16, {4, 32}, "2", true},
-                        {16, 32, {8, 64}, "4", true},
-                        {16, 32, {4, 64}, "4", false}};
+  const Case cases[] = {{16, 32, {4, 64}, 0, true},
+                        {16, 32, {4, 64}, 1, true},
+                        {16, 16, {4, 32}, 2, true},
+                        {16, 32, {8, 64}, 4, true},
+                        {16, 32, {4, 64}, 4, false}};
   const int64_t dk = 128, dv = 128, K = 4;
+  const backend::Tuning saved = backend::tuning();
   for (const Case& c : cases) {
-    setenv("STRATA_GDN_SPLIT", c.split, 1);
-    const std::string what = name(c.f) + " Hv " + std::to_string(c.Hv) + " split '" + c.split + "'";
+    backend::Tuning tuning = saved;
+    tuning.gdn_split = c.split;
+    backend::set_tuning(tuning);
+    const std::string what =
+        name(c.f) + " Hv " + std::to_string(c.Hv) + " split " + std::to_string(c.split);
     const int64_t C = 2 * c.Hk * dk + c.Hv * dv, Cv = c.Hv * dv;
     const DeviceWeight out = device_weight(256, Cv, c.f, static_cast<uint32_t>(Cv + c.f.bits));
     const HostTensor window = random_tensor({K - 1, C}, 31),
@@ -268,7 +272,7 @@ TEST_F(CudaFeed, GdnCoreHandsTheOutProjectionItsInput) {
       EXPECT_EQ(feed.source, nullptr) << what;
     }
   }
-  unsetenv("STRATA_GDN_SPLIT");
+  backend::set_tuning(saved);
 }
 
 }  // namespace

@@ -13,12 +13,12 @@
 #include <random>
 #include <string>
 #include <vector>
-#include <cstdlib>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/tensor_test_util.h"
 #include "backend/gdn.h"
+#include "backend/tuning.h"
 
 namespace strata {
 namespace {
@@ -391,17 +391,20 @@ backend::GdnCore core_args(const CoreShape& s, int64_t T, const std::vector<Tens
 
 // Steps of 1, 3 and 1 tokens (the fused kernel for one token, the three ops it replaces otherwise)
 // on one window and state, against the CPU's three ops, at every split of the value heads that fits
-// (STRATA_GDN_SPLIT) and at the shapes the fused kernel does not take (dk 48, dv 5, conv width 2).
+// (Tuning::gdn_split) and at the shapes the fused kernel does not take (dk 48, dv 5, conv width 2).
 TEST_F(CudaGdn, CoreMatchesCpuOverSteps) {
   const CoreShape shapes[] = {{"tiny16", 2, 4, 16, 16, 4},  {"dv24", 2, 4, 16, 24, 4},
                               {"dk32_r4", 2, 8, 32, 32, 3}, {"dk64", 2, 4, 64, 64, 4},
                               {"dk256", 1, 2, 256, 32, 4},  {"dk48", 2, 4, 48, 32, 4},
                               {"odd", 1, 3, 8, 5, 2},       {"qwen35_0_8b", 16, 16, 128, 128, 4},
                               {"qwen35_9b", 16, 32, 128, 128, 4}};
-  for (const char* split : {"", "1", "2", "4", "8"}) {
-    setenv("STRATA_GDN_SPLIT", split, 1);
+  const backend::Tuning saved = backend::tuning();
+  for (int split : {0, 1, 2, 4, 8}) {
+    backend::Tuning tuning = saved;
+    tuning.gdn_split = split;
+    backend::set_tuning(tuning);
     for (const CoreShape& s : shapes) {
-      const std::string where = std::string(s.name) + " split '" + split + "'";
+      const std::string where = std::string(s.name) + " split " + std::to_string(split);
       const int64_t C = 2 * s.Hk * s.dk + s.Hv * s.dv, Cv = s.Hv * s.dv;
       const CoreLayer L = random_core_layer(s, static_cast<uint32_t>(C));
       HostTensor window = clone(L.window), state = clone(L.state);
@@ -424,7 +427,7 @@ TEST_F(CudaGdn, CoreMatchesCpuOverSteps) {
       }
     }
   }
-  unsetenv("STRATA_GDN_SPLIT");
+  backend::set_tuning(saved);
 }
 
 // The 9B's one-token core captured once as a CUDA graph and replayed three times: each replay

@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -22,6 +21,7 @@
 #include "backend/gdn.h"
 #include "backend/memory.h"
 #include "backend/ops.h"
+#include "backend/tuning.h"
 
 namespace strata {
 namespace {
@@ -91,15 +91,20 @@ class CudaPdl : public ::testing::Test {
   }
 };
 
-// PDL is on by default from compute capability 9.0, so the chain below exercises it on an H100.
+// PDL is on by default from compute capability 9.0, so the chain below exercises it on an H100;
+// Tuning::pdl turns it off.
 TEST_F(CudaPdl, IsOnFromComputeCapability9UnlessTurnedOff) {
   int device = 0, major = 0;
   ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  const char* env = std::getenv("STRATA_CUDA_PDL");
-  const bool turned_off = env != nullptr && std::strcmp(env, "0") == 0;
-  EXPECT_EQ(cuda::pdl_enabled(), major >= 9 && !turned_off);
+  EXPECT_EQ(cuda::pdl_enabled(), major >= 9);
   RecordProperty("pdl", cuda::pdl_enabled() ? "on" : "off");
+  const backend::Tuning saved = backend::tuning();
+  backend::Tuning off = saved;
+  off.pdl = false;
+  backend::set_tuning(off);
+  EXPECT_FALSE(cuda::pdl_enabled());
+  backend::set_tuning(saved);
 }
 
 TEST_F(CudaPdl, DependentOpsMatchTheCpuEagerlyAndFromAGraph) {

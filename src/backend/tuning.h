@@ -1,0 +1,39 @@
+// How the CUDA kernels run where there is a choice kept for comparisons and tuning: set at start
+// from the settings (core/settings.h: cuda_pdl, cuda_gemv, gemv_row_warps, gdn_split, cuda_feeds)
+// and read by the kernels' launch code.
+//
+// Process-wide, unlike the settings passed down in load and engine options: these are read deep
+// under the op interface (every kernel launch, each decode matmul's shape), which no options reach
+// without an argument threaded through every op, and they choose how a kernel runs, not what a
+// model is, so they are the same for every model of a process. Set it before the first op runs;
+// tests change it between ops on their one thread. (When ops take a per-model device context, this
+// can move into it.)
+#pragma once
+
+namespace strata {
+struct Settings;  // core/settings.h
+}  // namespace strata
+
+namespace strata::backend {
+
+struct Tuning {
+  bool pdl = true;                // Programmatic Dependent Launch, from compute capability 9.0
+  bool gemv_tensor_cores = true;  // the decode matmul on integer tensor cores (false: CUDA cores)
+  int gemv_row_warps = 0;         // that matmul's row groups per block: 1, 2, 4, 8; 0: per shape
+  int gdn_split = 0;  // the one-token GDN kernel's split: 1, 2, 4, 8 where it fits; 0: its own
+  int feeds = 15;     // bit (1 << cuda::FeedKind) set: that producer writes a matmul feed
+};
+
+namespace detail {
+// In the header: strata_cuda reads it and does not link strata_backend, so an inline variable
+// gives both one object.
+inline Tuning current_tuning;
+}  // namespace detail
+
+inline void set_tuning(const Tuning& tuning) { detail::current_tuning = tuning; }
+inline const Tuning& tuning() { return detail::current_tuning; }
+
+// The settings' cuda_pdl, cuda_gemv, gemv_row_warps, gdn_split and cuda_feeds.
+Tuning tuning_from(const Settings& settings);
+
+}  // namespace strata::backend

@@ -1,0 +1,265 @@
+// The settings table and its resolution: flag, else environment, else default.
+#include "core/settings.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace strata {
+
+namespace {
+
+const std::vector<SettingSpec>& table() {
+  static const std::vector<SettingSpec> rows = {
+      {.name = "model",
+       .type = SettingType::kString,
+       .flag = "--model",
+       .env = "STRATA_MODEL",
+       .help = "Model directory or .gguf file (default: the built-in strata-demo)",
+       .field = &Settings::model},
+      {.name = "device",
+       .type = SettingType::kEnum,
+       .flag = "--device",
+       .env = "STRATA_DEVICE",
+       .help = "Where to run: cuda, cpu or auto (the GPU when there is one)",
+       .choices = {"auto", "cpu", "cuda"},
+       .field = &Settings::device},
+      {.name = "kv_cache_type",
+       .type = SettingType::kEnum,
+       .flag = "--kv-cache-type",
+       .env = "STRATA_KV_CACHE_TYPE",
+       .help = "KV cache element type: auto (bf16 where the checkpoint is 16-bit or "
+               "MLX-quantized, f32 for an f32 one), f32 or bf16",
+       .choices = {"auto", "f32", "bf16"},
+       .field = &Settings::kv_cache_type},
+      {.name = "ctx_size",
+       .type = SettingType::kInt,
+       .flag = "--ctx-size",
+       .env = "STRATA_CTX_SIZE",
+       .help = "Context size in tokens per sequence (default: 4096; for serve, the model's "
+               "trained context, at most 4096)",
+       .min = 0,
+       .field = &Settings::ctx_size},
+      {.name = "parallel",
+       .type = SettingType::kInt,
+       .flag = "--parallel",
+       .env = "STRATA_PARALLEL",
+       .help = "Requests the server generates at once, each with its own state slot of the "
+               "context size (0: as many as the state budget holds, at most 64)",
+       .min = 0,
+       .max = 4096,
+       .field = &Settings::parallel},
+      {.name = "state_budget_mib",
+       .type = SettingType::kInt,
+       .flag = "--state-budget",
+       .env = "STRATA_STATE_BUDGET",
+       .help = "MiB of memory for sequence state (KV cache and recurrent state) that sizes the "
+               "server's slots when parallel is 0 (0: half the GPU's free memory after loading, "
+               "1024 on the CPU)",
+       .min = 0,
+       .field = &Settings::state_budget_mib},
+      {.name = "cuda_graphs",
+       .type = SettingType::kBool,
+       .env = "STRATA_CUDA_GRAPHS",
+       .help = "Replay decode steps as CUDA graphs (false: every step runs eagerly, to compare)",
+       .field = &Settings::cuda_graphs},
+      {.name = "moe_fold_shared",
+       .type = SettingType::kBool,
+       .env = "STRATA_MOE_FOLD_SHARED",
+       .help = "Run an MoE model's shared expert as one more routed expert where it has their "
+               "shape and format (false: on its own, to compare)",
+       .field = &Settings::moe_fold_shared},
+      {.name = "run_ahead",
+       .type = SettingType::kBool,
+       .env = "STRATA_RUN_AHEAD",
+       .help = "On a GPU, queue each decode step before the host has read the token it feeds "
+               "(false: the plain loop, to compare)",
+       .field = &Settings::run_ahead},
+      {.name = "cuda_pdl",
+       .type = SettingType::kBool,
+       .env = "STRATA_CUDA_PDL",
+       .help = "Launch CUDA kernels with Programmatic Dependent Launch from compute capability "
+               "9.0 (false: plain launches, to compare)",
+       .field = &Settings::cuda_pdl},
+      {.name = "cuda_gemv",
+       .type = SettingType::kEnum,
+       .env = "STRATA_CUDA_GEMV",
+       .help = "The decode matmul of quantized weights: tensor-cores (integer tensor cores) or "
+               "cores (the CUDA-core kernel, to compare)",
+       .choices = {"tensor-cores", "cores"},
+       .field = &Settings::cuda_gemv},
+      {.name = "gemv_row_warps",
+       .type = SettingType::kInt,
+       .env = "STRATA_GEMV_ROW_WARPS",
+       .help = "Row groups (of 16 rows, one per warp) in a block of the tensor-core decode "
+               "matmul: 1, 2, 4 or 8, for tuning (0: chosen per shape)",
+       .choices = {"0", "1", "2", "4", "8"},
+       .field = &Settings::gemv_row_warps},
+      {.name = "gdn_split",
+       .type = SettingType::kInt,
+       .env = "STRATA_GDN_SPLIT",
+       .help = "Parts each value head's rows are split into by the one-token GDN kernel: 1, 2, "
+               "4 or 8 where that fits, for tuning (0: 2 where it fits, else 1)",
+       .choices = {"0", "1", "2", "4", "8"},
+       .field = &Settings::gdn_split},
+      {.name = "cuda_feeds",
+       .type = SettingType::kInt,
+       .env = "STRATA_CUDA_FEEDS",
+       .help = "Decode matmuls that take their input converted by the op that wrote it, a bit "
+               "mask: 1 norms, 2 gate/up, 4 GDN core, 8 attention gate (0: each converts its "
+               "own, to compare)",
+       .min = 0,
+       .max = 15,
+       .field = &Settings::cuda_feeds},
+  };
+  return rows;
+}
+
+std::string lower(std::string_view text) {
+  std::string s(text);
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool parse_bool(std::string_view text, std::string_view origin) {
+  const std::string t = lower(text);
+  if (t == "1" || t == "true" || t == "on" || t == "yes") return true;
+  if (t == "0" || t == "false" || t == "off" || t == "no") return false;
+  fail(ErrorKind::kInvalidInput, "{}: '{}' is not a boolean (1/0, true/false, on/off, yes/no)",
+       origin, text);
+}
+
+int64_t parse_int(const SettingSpec& spec, std::string_view text, std::string_view origin) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  check(ec != std::errc::result_out_of_range, ErrorKind::kInvalidInput, "{}: '{}' is out of range",
+        origin, text);
+  check(ec == std::errc() && end == text.data() + text.size(), ErrorKind::kInvalidInput,
+        "{}: '{}' is not an integer", origin, text);
+  check(v >= spec.min, ErrorKind::kInvalidInput, "{}: {} is below the minimum, {}", origin, v,
+        spec.min);
+  check(v <= spec.max, ErrorKind::kInvalidInput, "{}: {} is above the maximum, {}", origin, v,
+        spec.max);
+  check(spec.choices.empty() ||
+            std::ranges::find(spec.choices, std::to_string(v)) != spec.choices.end(),
+        ErrorKind::kInvalidInput, "{}: {} is not one of {}", origin, v,
+        fmt::join(spec.choices, ", "));
+  return v;
+}
+
+double parse_double(std::string_view text, std::string_view origin) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  check(ec == std::errc() && end == text.data() + text.size() && std::isfinite(v),
+        ErrorKind::kInvalidInput, "{}: '{}' is not a finite number", origin, text);
+  return v;
+}
+
+// The value of `spec`'s member in `s`, typed.
+SettingValue value_of(const Settings& s, const SettingSpec& spec) {
+  return std::visit([&](auto member) { return SettingValue(s.*member); }, spec.field);
+}
+
+// Stores `value` in `spec`'s member of `s`; a value of another type is a bug in the table.
+void store(Settings& s, const SettingSpec& spec, SettingValue value) {
+  std::visit(
+      [&](auto member) {
+        using T = std::remove_reference_t<decltype(s.*member)>;
+        T* held = std::get_if<T>(&value);
+        check(held != nullptr, ErrorKind::kInternal,
+              "setting '{}': its type does not match its member", spec.name);
+        s.*member = std::move(*held);
+      },
+      spec.field);
+}
+
+}  // namespace
+
+const char* setting_source_name(SettingSource source) {
+  switch (source) {
+    case SettingSource::kDefault:
+      return "default";
+    case SettingSource::kEnvironment:
+      return "env";
+    case SettingSource::kFlag:
+      return "flag";
+  }
+  return "default";
+}
+
+std::span<const SettingSpec> setting_specs() { return table(); }
+
+SettingValue parse_setting_value(const SettingSpec& spec, std::string_view text,
+                                 std::string_view origin) {
+  switch (spec.type) {
+    case SettingType::kBool:
+      return parse_bool(text, origin);
+    case SettingType::kInt:
+      return parse_int(spec, text, origin);
+    case SettingType::kDouble:
+      return parse_double(text, origin);
+    case SettingType::kString:
+      return std::string(text);
+    case SettingType::kEnum:
+      check(std::ranges::find(spec.choices, text) != spec.choices.end(), ErrorKind::kInvalidInput,
+            "{}: '{}' is not one of {}", origin, text, fmt::join(spec.choices, ", "));
+      return std::string(text);
+  }
+  fail(ErrorKind::kInternal, "setting '{}' has no type", spec.name);
+}
+
+Settings resolve_settings(const SettingMap& flags, const SettingMap& environment) {
+  for (const auto& [name, value] : flags) {
+    const auto spec = std::ranges::find(table(), name, &SettingSpec::name);
+    check(spec != table().end() && !spec->flag.empty(), ErrorKind::kInternal,
+          "no setting '{}' is given by a flag", name);
+  }
+  Settings s;
+  for (const SettingSpec& spec : table()) {
+    const auto flag = flags.find(spec.name);
+    const auto env = environment.find(spec.env);
+    if (flag != flags.end() && !flag->second.empty()) {
+      store(s, spec, parse_setting_value(spec, flag->second, spec.flag));
+      s.sources[std::string(spec.name)] = SettingSource::kFlag;
+    } else if (env != environment.end() && !env->second.empty()) {
+      store(s, spec, parse_setting_value(spec, env->second, spec.env));
+      s.sources[std::string(spec.name)] = SettingSource::kEnvironment;
+    }
+  }
+  return s;
+}
+
+SettingSource Settings::source(std::string_view name) const {
+  const auto it = sources.find(name);
+  return it == sources.end() ? SettingSource::kDefault : it->second;
+}
+
+nlohmann::ordered_json Settings::to_json() const {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const SettingSpec& spec : table()) {
+    nlohmann::ordered_json value;
+    std::visit([&](const auto& v) { value = v; }, value_of(*this, spec));
+    out[std::string(spec.name)] = {{"value", std::move(value)},
+                                   {"source", setting_source_name(source(spec.name))}};
+  }
+  return out;
+}
+
+SettingMap environment_map(const char* const* envp) {
+  SettingMap vars;
+  for (; envp != nullptr && *envp != nullptr; ++envp) {
+    const char* eq = std::strchr(*envp, '=');
+    if (eq != nullptr) vars.emplace(std::string(*envp, eq), std::string(eq + 1));
+  }
+  return vars;
+}
+
+}  // namespace strata
