@@ -110,6 +110,9 @@ struct BenchArgs {
   float top_p = 1.0f;
   float presence_penalty = 0.0f;
   bool quick = false;
+  // Concurrent requests per run (e.g. 1,4,16,64): the concurrency table instead of the usual one,
+  // with --prompt's first length (default 512) and --decode tokens (default 128) per request.
+  std::vector<int64_t> concurrency;
   std::string output;        // also write the markdown here
   std::string command_line;  // printed above the table
 };

@@ -202,6 +202,13 @@ int main(int argc, char** argv) {
                       "Per-op times of an eager qwen3.5-9b decode step, on CUDA (default on)");
   bench_cmd->add_flag("--quick", bench.quick,
                       "Short runs for a CPU smoke test: prompts 16,64, decode 8, contexts 16,64");
+  bench_cmd
+      ->add_option("--concurrency", bench.concurrency,
+                    "Requests at once per run, e.g. 1,4,16,64: a table of aggregate and per-sequence decode speed, "
+                    "TTFT and bytes per step instead of the usual one (--prompt's first length, default 512, and "
+                    "--decode tokens, default 128, per request)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   bench_cmd->add_option("--output,-o", bench.output, "Also write the markdown to this file");
 
   try {
