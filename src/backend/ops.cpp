@@ -67,6 +67,8 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out,
   cpu::matmul(x, w, out);
 }
 
+int64_t batch_invariant_rows(Device device) { return device == Device::kCpu ? 8 : 1; }
+
 void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs,
                   [[maybe_unused]] const MatmulFeed* feed,
                   [[maybe_unused]] MatmulFeed* glu_feed) {

@@ -70,15 +70,26 @@ class DenseModel final : public Model {
   void forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits) override {
     run(StepTokens::on_device(token), state, logits, false);
   }
+  void forward_decode(std::span<const DecodeItem> items) override {
+    if (items.size() == 1) return Model::forward_decode(items);
+    check(static_cast<int64_t>(items.size()) <= max_decode_batch(), ErrorKind::kInternal,
+          "forward_decode: {} sequences, at most {}", items.size(), max_decode_batch());
+    runner_.run_decode(items, config_.vocab_size, [&](const Step& step) { body(step, true); });
+  }
+  // Dynamic NTK scaling gives each length its own RoPE: one sequence a step.
+  int64_t max_decode_batch() const override {
+    return config_.rope.type == "dynamic" ? 1 : backend::batch_invariant_rows(device_);
+  }
 
  private:
   void run(const StepTokens& tokens, ModelState& state, const Tensor& logits, bool all_logits) {
     if (config_.rope.type == "dynamic") rope_ = make_rope_params(config_, state.n_tokens + tokens.count());
     runner_.run(tokens, state, config_.vocab_size, logits, all_logits,
-                [&](const Step& step) { body(step, state, all_logits); });
+                [&](const Step& step) { body(step, all_logits); });
   }
 
-  void body(const Step& step, ModelState& state, bool all_logits) {
+  // all_logits: every row's (a batch's rows are each a sequence's last).
+  void body(const Step& step, bool all_logits) {
     const int64_t T = step.tokens, D = config_.head_dim, H = config_.hidden_size, I = config_.intermediate_size;
     const int64_t Hq = config_.num_heads, Hkv = config_.num_kv_heads;
     const float eps = static_cast<float>(config_.rms_norm_eps);
@@ -104,13 +115,18 @@ class DenseModel final : public Model {
       if (L.q_bias) ops::add_bias(q2, *L.q_bias);
       if (L.k_bias) ops::add_bias(k2, *L.k_bias);
       if (L.v_bias) ops::add_bias(v2, *L.v_bias);
-      const Tensor& k_cache = state.buffers[2 * l].tensor.view();
-      const Tensor& v_cache = state.buffers[2 * l + 1].tensor.view();
       ops::QkNorm norm;  // Qwen3's per-head q/k norms; none for Llama, Mistral, Qwen2
       if (L.q_norm) norm = {*L.q_norm, *L.k_norm, eps, false};
-      ops::qk_norm_rope_store(q, k, v, norm, rope_, step.positions, q, Tensor{}, k_cache, v_cache);
-      ops::attention(q, k_cache, v_cache, step.positions, step.kv_bound, scale, config_.sliding_window,
-                     attn.reshaped({T, Hq, D}));
+      for (const StepPart& part : step.parts) {  // each sequence's rows against its own cache
+        const int64_t r0 = part.row0, r1 = part.row0 + part.rows;
+        const Tensor& k_cache = part.state->buffers[2 * l].tensor.view();
+        const Tensor& v_cache = part.state->buffers[2 * l + 1].tensor.view();
+        const Tensor qp = q.rows(r0, r1), positions = step.positions.rows(r0, r1);
+        ops::qk_norm_rope_store(qp, k.rows(r0, r1), v.rows(r0, r1), norm, rope_, positions, qp, Tensor{}, k_cache,
+                                v_cache);
+        ops::attention(qp, k_cache, v_cache, positions, part.kv_bound, scale, config_.sliding_window,
+                       attn.reshaped({T, Hq, D}).rows(r0, r1));
+      }
       ops::matmul(attn, L.o, proj);
       ops::MatmulFeed gate_feed{&L.gate}, act_feed{&L.down, 1};
       ops::add_rms_norm(x, proj, L.post_norm, eps, false, h, &gate_feed);

@@ -14,6 +14,16 @@
 
 namespace strata::model {
 
+void Model::forward_decode(std::span<const DecodeItem> items) {
+  for (const DecodeItem& item : items) {
+    if (item.device_id.empty()) {
+      forward(std::span<const int32_t>(&item.id, 1), *item.state, item.logits, false);
+    } else {
+      forward_device_token(item.device_id, *item.state, item.logits);
+    }
+  }
+}
+
 void Model::forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits) {
   check(token.dtype == DType::kI32 && token.numel() == 1, ErrorKind::kInternal, "forward: a device token must be one I32");
   int32_t id = 0;

@@ -47,6 +47,16 @@ struct ModelInfo {
   int64_t moe_shared_folded = 0;
 };
 
+// One sequence's token in a batched decode step (Model::forward_decode): its id on the host, or
+// (device_id not empty) an I32 [1] tensor holding it where a pick wrote it; the sequence's state;
+// where its logits ([vocab], any device) go.
+struct DecodeItem {
+  int32_t id = 0;
+  Tensor device_id;
+  ModelState* state = nullptr;
+  Tensor logits;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -70,6 +80,12 @@ class Model {
   // embeds it as zeros and the CPU backend refuses it.
   // This default reads the id back first (and so waits for it); the families override it.
   virtual void forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits);
+  // One token for each item, at most max_decode_batch() of them, run as one step: the weights are
+  // read once for all. Each item's state and logits are exactly those of forward() (or
+  // forward_device_token()) of its token alone: the model runs a batch only where the device's
+  // ops are batch-invariant (backend::batch_invariant_rows). This default runs them one by one.
+  virtual void forward_decode(std::span<const DecodeItem> items);
+  virtual int64_t max_decode_batch() const { return 1; }
 
  protected:
   Model() = default;

@@ -126,16 +126,27 @@ class Qwen35Model final : public Model {
   void forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits) override {
     run(StepTokens::on_device(token), state, logits, false);
   }
+  void forward_decode(std::span<const DecodeItem> items) override {
+    if (items.size() == 1) return Model::forward_decode(items);
+    check(static_cast<int64_t>(items.size()) <= max_decode_batch(), ErrorKind::kInternal,
+          "forward_decode: {} sequences, at most {}", items.size(), max_decode_batch());
+    for (const DecodeItem& item : items)
+      check(item.state->buffers.size() == state_buffers_, ErrorKind::kInvalidInput,
+            "the state has {} buffers; this model needs {}", item.state->buffers.size(), state_buffers_);
+    runner_.run_decode(items, config_.vocab_size, [&](const Step& step) { body(step, true); });
+  }
+  int64_t max_decode_batch() const override { return backend::batch_invariant_rows(device_); }
 
  private:
   void run(const StepTokens& tokens, ModelState& state, const Tensor& logits, bool all_logits) {
     check(state.buffers.size() == state_buffers_, ErrorKind::kInvalidInput,
           "the state has {} buffers; this model needs {}", state.buffers.size(), state_buffers_);
     runner_.run(tokens, state, config_.vocab_size, logits, all_logits,
-                [&](const Step& step) { body(step, state, all_logits); });
+                [&](const Step& step) { body(step, all_logits); });
   }
 
-  void body(const Step& step, ModelState& state, bool all_logits) {
+  // all_logits: every row's (a batch's rows are each a sequence's last).
+  void body(const Step& step, bool all_logits) {
     const int64_t T = step.tokens, H = config_.hidden_size;
     Tensor x = s_.get(kX, {T, H}), h = s_.get(kH, {T, H}), proj = s_.get(kProj, {T, H});
     ops::embedding(embed_, step.ids, x);
@@ -146,9 +157,9 @@ class Qwen35Model final : public Model {
     for (size_t l = 0; l < layers_.size(); ++l) {
       const Layer& L = layers_[l];
       if (L.kind == LayerKind::kFullAttention) {
-        attention(L, h, state, step, proj, mixer_feed);
+        attention(L, h, step, proj, mixer_feed);
       } else {
-        linear_attention(L, h, state, proj, mixer_feed);
+        linear_attention(L, h, step, proj, mixer_feed);
       }
       ops::MatmulFeed ffn_feed{L.ffn.moe ? nullptr : &L.ffn.gate};
       ops::add_rms_norm(x, proj, L.post_norm, eps_, layout_.one_plus_norm, h, &ffn_feed);
@@ -173,8 +184,7 @@ class Qwen35Model final : public Model {
 
   // Gated attention (§1.4): q and its output gate interleaved per head in q_proj, q/k norm, partial
   // NeoX RoPE, causal GQA, o ⊙ sigmoid(gate).
-  void attention(const Layer& L, const Tensor& h, ModelState& state, const Step& step,
-                 const Tensor& out, const ops::MatmulFeed& feed) {
+  void attention(const Layer& L, const Tensor& h, const Step& step, const Tensor& out, const ops::MatmulFeed& feed) {
     const int64_t T = h.dim(0), Hq = config_.num_heads, Hkv = config_.num_kv_heads, D = config_.head_dim;
     const AttentionMixer& A = L.attn;
     Tensor p = s_.get(kAttnP, {T, Hq * 2 * D});
@@ -184,14 +194,19 @@ class Qwen35Model final : public Model {
     const Weight* qkv[] = {&A.q, &A.k, &A.v};
     const Tensor qkv_out[] = {p, k, v};
     ops::matmul_group(h, qkv, qkv_out, &feed);
-    const Tensor& k_cache = state.buffers[L.state].tensor.view();
-    const Tensor& v_cache = state.buffers[L.state + 1].tensor.view();
     const ops::QkNorm norm{A.q_norm, A.k_norm, eps_, layout_.one_plus_norm};
-    ops::qk_norm_rope_store(p.reshaped({T, Hq, 2 * D}), k.reshaped({T, Hkv, D}), v.reshaped({T, Hkv, D}), norm, rope_,
-                            step.positions, q.reshaped({T, Hq, D}), gate.reshaped({T, Hq, D}), k_cache, v_cache);
-    ops::attention(q.reshaped({T, Hq, D}), k_cache, v_cache, step.positions, step.kv_bound,
-                   1.0f / std::sqrt(static_cast<float>(D)), 0,
-                   o.reshaped({T, Hq, D}));
+    const Tensor p3 = p.reshaped({T, Hq, 2 * D}), k3 = k.reshaped({T, Hkv, D}), v3 = v.reshaped({T, Hkv, D});
+    const Tensor q3 = q.reshaped({T, Hq, D}), gate3 = gate.reshaped({T, Hq, D}), o3 = o.reshaped({T, Hq, D});
+    for (const StepPart& part : step.parts) {  // each sequence's rows against its own cache
+      const int64_t r0 = part.row0, r1 = part.row0 + part.rows;
+      const Tensor& k_cache = part.state->buffers[L.state].tensor.view();
+      const Tensor& v_cache = part.state->buffers[L.state + 1].tensor.view();
+      const Tensor positions = step.positions.rows(r0, r1);
+      ops::qk_norm_rope_store(p3.rows(r0, r1), k3.rows(r0, r1), v3.rows(r0, r1), norm, rope_, positions,
+                              q3.rows(r0, r1), gate3.rows(r0, r1), k_cache, v_cache);
+      ops::attention(q3.rows(r0, r1), k_cache, v_cache, positions, part.kv_bound,
+                     1.0f / std::sqrt(static_cast<float>(D)), 0, o3.rows(r0, r1));
+    }
     ops::MatmulFeed o_feed{&A.o};
     ops::sigmoid_mul(o, gate.reshaped({T, Hq * D}), o, &o_feed);
     ops::matmul(o, A.o, out, &o_feed);
@@ -199,7 +214,7 @@ class Qwen35Model final : public Model {
 
   // Gated DeltaNet (§1.5): projections, then one op for the core (causal conv + SiLU, L2-normalised
   // q/k and the gates, the delta rule on the fp32 state, gated RMSNorm × SiLU(z)), out projection.
-  void linear_attention(const Layer& L, const Tensor& h, ModelState& state, const Tensor& out,
+  void linear_attention(const Layer& L, const Tensor& h, const Step& step, const Tensor& out,
                         const ops::MatmulFeed& feed) {
     const LinearAttentionConfig& c = config_.linear;
     const int64_t T = h.dim(0), Ck = c.key_heads * c.key_dim, Cv = c.value_heads * c.value_dim;
@@ -212,29 +227,34 @@ class Qwen35Model final : public Model {
     const Weight* in[] = {&M.qkv, &M.z, &M.b, &M.a};
     const Tensor in_out[] = {cq, z, b, a};
     ops::matmul_group(h, in, in_out, &feed);
-    ops::GdnCore core{.qkv = cq,
-                      .z = z,
-                      .a = a,
-                      .b = b,
-                      .conv_weight = M.conv,
-                      .a_log = M.a_log,
-                      .dt_bias = M.dt_bias,
-                      .norm = M.norm,
-                      .window = state.buffers[L.state].tensor.view(),
-                      .state = state.buffers[L.state + 1].tensor.view(),
-                      .q = q.reshaped({T, c.key_heads, c.key_dim}),
-                      .k = k.reshaped({T, c.key_heads, c.key_dim}),
-                      .v = v.reshaped({T, c.value_heads, c.value_dim}),
-                      .g = g,
-                      .beta = beta,
-                      .o = o.reshaped({T, c.value_heads, c.value_dim}),
-                      .l2_eps = kL2NormEps,
-                      .q_scale = 1.0f / std::sqrt(static_cast<float>(c.key_dim)),
-                      .norm_eps = eps_,
-                      .form = T <= kRecurrentMaxTokens ? ops::DeltaRuleForm::kRecurrent : ops::DeltaRuleForm::kChunked};
+    // The core writes the out projection's input in its form only when it writes every row at once.
     ops::MatmulFeed y_feed{&M.out};
-    ops::gdn_core(core, y, &y_feed);
-    ops::matmul(y, M.out, out, &y_feed);
+    for (const StepPart& part : step.parts) {  // each sequence's rows through its own state
+      const int64_t r0 = part.row0, r1 = part.row0 + part.rows;
+      ops::GdnCore core{.qkv = cq.rows(r0, r1),
+                        .z = z.rows(r0, r1),
+                        .a = a.rows(r0, r1),
+                        .b = b.rows(r0, r1),
+                        .conv_weight = M.conv,
+                        .a_log = M.a_log,
+                        .dt_bias = M.dt_bias,
+                        .norm = M.norm,
+                        .window = part.state->buffers[L.state].tensor.view(),
+                        .state = part.state->buffers[L.state + 1].tensor.view(),
+                        .q = q.rows(r0, r1).reshaped({part.rows, c.key_heads, c.key_dim}),
+                        .k = k.rows(r0, r1).reshaped({part.rows, c.key_heads, c.key_dim}),
+                        .v = v.rows(r0, r1).reshaped({part.rows, c.value_heads, c.value_dim}),
+                        .g = g.rows(r0, r1),
+                        .beta = beta.rows(r0, r1),
+                        .o = o.rows(r0, r1).reshaped({part.rows, c.value_heads, c.value_dim}),
+                        .l2_eps = kL2NormEps,
+                        .q_scale = 1.0f / std::sqrt(static_cast<float>(c.key_dim)),
+                        .norm_eps = eps_,
+                        .form = part.rows <= kRecurrentMaxTokens ? ops::DeltaRuleForm::kRecurrent
+                                                                 : ops::DeltaRuleForm::kChunked};
+      ops::gdn_core(core, y.rows(r0, r1), step.batch() ? nullptr : &y_feed);
+    }
+    ops::matmul(y, M.out, out, step.batch() ? nullptr : &y_feed);
   }
 
   // feed: h's, for the dense MLP's gate/up.

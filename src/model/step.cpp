@@ -1,6 +1,7 @@
 // Scratch and StepRunner.
 #include "model/step.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/hash.h"
@@ -34,14 +35,30 @@ StepRunner::StepRunner(Device device, bool graphs)
       io_(device),
       staging_(device) {}
 
-Step StepRunner::prepare(const StepTokens& tokens, const ModelState& state, int64_t vocab, const Tensor& logits,
+void StepRunner::check_state(const ModelState& state, int64_t tokens) const {
+  check(state.n_tokens + tokens <= state.capacity, ErrorKind::kInvalidInput,
+        "context overflow: {} tokens do not fit the state's capacity of {}", state.n_tokens + tokens,
+        state.capacity);
+  for (const StateBuffer& b : state.buffers)
+    check(b.tensor.device() == device_, ErrorKind::kInvalidInput,
+          "the state lives on {}, the model on {}", backend::device_label(b.tensor.device()),
+          backend::device_label(device_));
+}
+
+namespace {
+
+int64_t kv_bound_of(const ModelState& state, int64_t end) {
+  return std::min(state.capacity, (end + StepRunner::kKvBucket - 1) / StepRunner::kKvBucket * StepRunner::kKvBucket);
+}
+
+}  // namespace
+
+Step StepRunner::prepare(const StepTokens& tokens, ModelState& state, int64_t vocab, const Tensor& logits,
                          bool all_logits) {
   const int64_t T = tokens.count();
   check(T > 0, ErrorKind::kInvalidInput, "forward needs at least one token");
   const int64_t start = state.n_tokens;
-  check(start + T <= state.capacity, ErrorKind::kInvalidInput,
-        "context overflow: {} tokens do not fit the state's capacity of {}", start + T,
-        state.capacity);
+  check_state(state, T);
   check(logits.numel() == (all_logits ? T * vocab : vocab), ErrorKind::kInternal,
         "forward: logits shape {}", logits.shape.str());
   // A device id is not read here (that would wait for the work queued before it); outside the
@@ -51,14 +68,10 @@ Step StepRunner::prepare(const StepTokens& tokens, const ModelState& state, int6
           "token id {} is outside the vocabulary (size {})", id, vocab);
   check(tokens.device.empty() || (tokens.device.dtype == DType::kI32 && tokens.device.numel() == 1),
         ErrorKind::kInternal, "forward: a device token must be one I32");
-  for (const StateBuffer& b : state.buffers)
-    check(b.tensor.device() == device_, ErrorKind::kInvalidInput,
-          "the state lives on {}, the model on {}", backend::device_label(b.tensor.device()),
-          backend::device_label(device_));
   Step s;
   s.start = start;
   s.tokens = T;
-  s.kv_bound = std::min(state.capacity, (start + T + kKvBucket - 1) / kKvBucket * kKvBucket);
+  s.kv_bound = kv_bound_of(state, start + T);
   const Tensor inputs = io_.get(kInputs, {2, T}, DType::kI32);
   auto* staged = static_cast<int32_t*>(staging_.host(inputs.nbytes()));
   if (tokens.device.empty()) {
@@ -74,6 +87,50 @@ Step StepRunner::prepare(const StepTokens& tokens, const ModelState& state, int6
   // that run() copies out.
   const Shape rows{all_logits ? T : 1, vocab};
   s.logits = logits.device == device_ && logits.dtype == DType::kF32 ? logits.reshaped(rows) : io_.get(kLogits, rows);
+  parts_.assign(1, StepPart{&state, 0, T, start, s.kv_bound});
+  s.parts = parts_;
+  return s;
+}
+
+Step StepRunner::prepare_decode(std::span<const DecodeItem> items, int64_t vocab) {
+  const auto B = static_cast<int64_t>(items.size());
+  check(B > 0, ErrorKind::kInvalidInput, "a decode step needs at least one sequence");
+  const Tensor inputs = io_.get(kInputs, {2, B}, DType::kI32);
+  auto* staged = static_cast<int32_t*>(staging_.host(inputs.nbytes()));
+  parts_.clear();
+  parts_.reserve(static_cast<size_t>(std::max<int64_t>(B, 16)));
+  for (int64_t i = 0; i < B; ++i) {
+    const DecodeItem& it = items[static_cast<size_t>(i)];
+    check(it.state != nullptr, ErrorKind::kInternal, "a decode item without a state");
+    check_state(*it.state, 1);
+    check(it.logits.numel() == vocab, ErrorKind::kInternal, "forward_decode: logits shape {}", it.logits.shape.str());
+    if (it.device_id.empty()) {
+      check(it.id >= 0 && it.id < vocab, ErrorKind::kInvalidInput, "token id {} is outside the vocabulary (size {})",
+            it.id, vocab);
+    } else {
+      check(it.device_id.dtype == DType::kI32 && it.device_id.numel() == 1, ErrorKind::kInternal,
+            "forward: a device token must be one I32");
+    }
+    for (size_t j = 0; j < static_cast<size_t>(i); ++j)
+      check(items[j].state != it.state, ErrorKind::kInternal, "a decode step holds one sequence twice");
+    const int64_t start = it.state->n_tokens;
+    staged[i] = it.device_id.empty() ? it.id : 0;
+    staged[B + i] = static_cast<int32_t>(start);
+    parts_.push_back(StepPart{it.state, i, 1, start, kv_bound_of(*it.state, start + 1)});
+  }
+  staging_.start(inputs);
+  Step s;
+  s.start = parts_.front().start;
+  s.tokens = B;
+  s.kv_bound = parts_.front().kv_bound;
+  s.ids = inputs.rows(0, 1).reshaped({B});
+  s.positions = inputs.rows(1, 2).reshaped({B});
+  for (int64_t i = 0; i < B; ++i) {  // ids a pick left on the device, copied behind the upload
+    const Tensor& id = items[static_cast<size_t>(i)].device_id;
+    if (!id.empty()) backend::copy(id, s.ids.rows(i, i + 1));
+  }
+  s.logits = io_.get(kLogits, {B, vocab});
+  s.parts = parts_;
   return s;
 }
 

@@ -46,14 +46,28 @@ struct StepTokens {
   Tensor device;  // when not empty: the one token's id
 };
 
-// One forward call as the family's body sees it.
+// The rows of a step that belong to one sequence: its state, where its rows start and how many,
+// the position of its first, and its attention work bound (ops.h: start + rows rounded up to
+// kKvBucket, at most the capacity).
+struct StepPart {
+  ModelState* state = nullptr;
+  int64_t row0 = 0, rows = 0;
+  int64_t start = 0;
+  int64_t kv_bound = 0;
+};
+
+// One forward call as the family's body sees it: one sequence's tokens (forward()), or one token
+// of each of several sequences (forward_decode()). Row-wise ops run over every row at once; each
+// part's attention and recurrent state are its own.
 struct Step {
-  int64_t start = 0;     // position of the first token
-  int64_t tokens = 0;    // T
-  int64_t kv_bound = 0;  // attention work bound (ops.h): start + T rounded up, at most the capacity
+  int64_t start = 0;     // position of the first token (one part)
+  int64_t tokens = 0;    // T: rows of every part
+  int64_t kv_bound = 0;  // the first part's
   Tensor ids;            // I32 [T] on the device
   Tensor positions;      // I32 [T] on the device
-  Tensor logits;         // F32 [T or 1, vocab] the body writes: the caller's, or scratch
+  Tensor logits;         // F32 [T or 1, vocab] the body writes (one part); [parts, vocab] (several)
+  std::span<const StepPart> parts;
+  bool batch() const { return parts.size() > 1; }
 };
 
 class StepRunner {
@@ -90,6 +104,20 @@ class StepRunner {
     state.n_tokens = step.start + step.tokens;
   }
 
+  // One token of each item as one step (Model::forward_decode): stages the ids (a device id is
+  // copied where it lies) and positions, runs body(step) eagerly, copies each item's logits row
+  // out and advances each state by one token.
+  template <typename Body>
+  void run_decode(std::span<const DecodeItem> items, int64_t vocab, Body&& body) {
+    const Step step = prepare_decode(items, vocab);
+    body(step);
+    for (size_t i = 0; i < items.size(); ++i) {
+      const auto r = static_cast<int64_t>(i);
+      backend::copy(step.logits.rows(r, r + 1).reshaped({vocab}), items[i].logits);
+      items[i].state->n_tokens += 1;
+    }
+  }
+
   // Steps of at most this many tokens are captured (decode and speculative verify).
   static constexpr int64_t kGraphMaxTokens = 8;
   // kv_bound granularity: a graph serves this many consecutive positions.
@@ -109,8 +137,10 @@ class StepRunner {
     std::optional<backend::StepGraph> graph;
   };
 
-  Step prepare(const StepTokens& tokens, const ModelState& state, int64_t vocab, const Tensor& logits,
+  Step prepare(const StepTokens& tokens, ModelState& state, int64_t vocab, const Tensor& logits,
                bool all_logits);
+  Step prepare_decode(std::span<const DecodeItem> items, int64_t vocab);
+  void check_state(const ModelState& state, int64_t tokens) const;
   // Launches the graph for this step if one exists; otherwise decides whether the body should be
   // captured this time (capture_next_).
   bool replay(const Step& step, const ModelState& state, bool all_logits);
@@ -125,6 +155,7 @@ class StepRunner {
   size_t current_ = 0;          // entry of the step being run
   bool capture_next_ = false;
   uint64_t generation_ = 0;  // scratch + device memory generation the entries were made at
+  std::vector<StepPart> parts_;  // the step's (reserved: decode steps allocate nothing)
 };
 
 }  // namespace strata::model

@@ -154,6 +154,10 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
   for (int64_t i = 0; i < pool_.slots(); ++i)
     tools_.push_back(std::make_unique<SlotTools>(model_->device(), model_->config().vocab_size));
   stats_.slots = pool_.slots();
+  const auto slots = static_cast<size_t>(pool_.slots());
+  batch_.reserve(slots);
+  entries_.reserve(slots);
+  items_.reserve(slots);
   publish();
 }
 
@@ -299,18 +303,12 @@ void Engine::step() {
       fail(a, std::current_exception());
     }
   };
-  for (auto& a : running_) guarded(*a, [&](Active& r) { run_ahead(r); });
+  run_ahead_all();
   for (auto& a : running_) guarded(*a, [&](Active& r) { if (r.pick_pending) read_pick(r); });
   // Decodes count against the step's budget; prompts take whole chunks in arrival order, and the
   // first always runs, so every prompt is cut into the same chunks whatever the load.
   int64_t budget = options_.step_tokens;
-  for (auto& a : running_)
-    guarded(*a, [&](Active& r) {
-      if (r.prefilled == r.prompt_len() && !r.pick_pending) {
-        feed(r);
-        --budget;
-      }
-    });
+  feed_all(budget);
   bool first = true;
   for (auto& a : running_)
     guarded(*a, [&](Active& r) {
@@ -325,15 +323,78 @@ void Engine::step() {
   publish();
 }
 
-void Engine::run_ahead(Active& a) {
-  if (!a.pick_pending || !a.may_run_ahead || a.work->cancelled()) return;
+bool Engine::may_run_ahead_now(const Active& a) const {
   // Not for the budget's last token: its step would never be used.
-  if (static_cast<int64_t>(a.result.tokens.size()) + 1 >= a.budget) return;
-  a.seq->forward_pending(*model_, a.tools->tokens[a.pick_slot].view(), a.tools->logits.view());
-  stats_.step_tokens += 1;
-  if (a.request().controller) a.random_before = a.sampler->random_state();
-  queue_pick(a, 1 - a.pick_slot);
-  a.ahead = true;
+  return !a.done && a.pick_pending && a.may_run_ahead && !a.work->cancelled() &&
+         static_cast<int64_t>(a.result.tokens.size()) + 1 < a.budget;
+}
+
+void Engine::run_ahead_all() {
+  batch_.clear();
+  entries_.clear();
+  for (auto& a : running_)
+    if (may_run_ahead_now(*a)) {
+      batch_.push_back(a.get());
+      entries_.push_back(DecodeEntry{a->seq, 0, a->tools->tokens[a->pick_slot].view(), a->tools->logits.view()});
+    }
+  if (batch_.empty()) return;
+  if (!decode_batch()) return;
+  for (Active* a : batch_) {
+    try {
+      if (a->request().controller) a->random_before = a->sampler->random_state();
+      queue_pick(*a, 1 - a->pick_slot);
+      a->ahead = true;
+    } catch (...) {
+      fail(*a, std::current_exception());
+    }
+  }
+}
+
+void Engine::feed_all(int64_t& budget) {
+  batch_.clear();
+  entries_.clear();
+  for (auto& a : running_) {
+    Active& r = *a;
+    if (r.done || r.prefilled < r.prompt_len() || r.pick_pending) continue;
+    budget -= static_cast<int64_t>(r.feed.size());
+    if (r.feed.size() == 1) {
+      batch_.push_back(&r);
+      entries_.push_back(DecodeEntry{r.seq, r.feed.front(), Tensor{}, r.tools->logits.view()});
+      continue;
+    }
+    try {  // a controller's injection: several tokens, a step of their own
+      r.seq->forward(*model_, r.feed, r.tools->logits.view(), false);
+      stats_.step_tokens += r.feed.size();
+      if (r.pick_on_device) queue_pick(r, r.pick_slot);
+      r.pick_pending = true;
+    } catch (...) {
+      fail(r, std::current_exception());
+    }
+  }
+  if (batch_.empty() || !decode_batch()) return;
+  for (Active* a : batch_) {
+    try {
+      if (a->pick_on_device) queue_pick(*a, a->pick_slot);
+      a->pick_pending = true;
+    } catch (...) {
+      fail(*a, std::current_exception());
+    }
+  }
+}
+
+bool Engine::decode_batch() {
+  try {
+    forward_decode(*model_, entries_, items_);
+  } catch (...) {
+    const std::exception_ptr error = std::current_exception();
+    for (Active* a : batch_) fail(*a, error);
+    return false;
+  }
+  stats_.step_tokens += batch_.size();
+  const auto group = static_cast<size_t>(std::max<int64_t>(1, model_->max_decode_batch()));
+  stats_.decode_forwards += (batch_.size() + group - 1) / group;
+  stats_.decode_tokens += batch_.size();
+  return true;
 }
 
 void Engine::read_pick(Active& a) {
@@ -408,13 +469,6 @@ void Engine::read_pick(Active& a) {
     a.pick_pending = true;
     a.ahead = false;
   }
-}
-
-void Engine::feed(Active& a) {
-  a.seq->forward(*model_, a.feed, a.tools->logits.view(), false);
-  stats_.step_tokens += a.feed.size();
-  if (a.pick_on_device) queue_pick(a, a.pick_slot);
-  a.pick_pending = true;
 }
 
 void Engine::prefill(Active& a) {

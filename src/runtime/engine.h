@@ -23,6 +23,7 @@
 #include "core/tensor.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "runtime/sequence.h"
 #include "runtime/state_pool.h"
 
 namespace strata::runtime {
@@ -134,6 +135,8 @@ struct EngineStats {
   uint64_t steps = 0;          // steps run
   uint64_t step_tokens = 0;    // tokens the model ran in them (prompt chunks and decoded tokens)
   uint64_t step_requests = 0;  // requests in them, summed over steps
+  uint64_t decode_forwards = 0;  // model steps that ran decode tokens (one per group of sequences)
+  uint64_t decode_tokens = 0;    // the decode tokens they ran
   uint64_t finished = 0;       // ran to a stop or length
   uint64_t cancelled = 0;      // by their client (Work::cancel or a false on_token)
   uint64_t failed = 0;         // invalid, or the engine threw
@@ -169,9 +172,11 @@ class Engine {
   void validate(const GenerationRequest& request) const;
   void admit();
   void start(std::shared_ptr<Work> work, int slot);
-  void run_ahead(Active& a);
-  void read_pick(Active& a);
-  void feed(Active& a);
+  bool may_run_ahead_now(const Active& a) const;
+  void run_ahead_all();           // phase 1
+  void read_pick(Active& a);      // phase 2
+  void feed_all(int64_t& budget);  // phase 3's decodes
+  bool decode_batch();            // entries_ as batched steps; false (batch_ failed) on an error
   void prefill(Active& a);
   void queue_pick(Active& a, int s);
   int32_t await_pick(Active& a, int s);
@@ -185,6 +190,10 @@ class Engine {
   StatePool pool_;
   std::vector<std::unique_ptr<SlotTools>> tools_;  // one per slot
   HostTensor logits_;  // a host pick's logits (what the sampler reads)
+  // A step's decodes run together (forward_decode): the requests, their entries, the model's items.
+  std::vector<Active*> batch_;
+  std::vector<DecodeEntry> entries_;
+  std::vector<model::DecodeItem> items_;
   std::deque<std::shared_ptr<Work>> waiting_;
   std::vector<std::unique_ptr<Active>> running_;  // in admission order
   void publish();                  // stats_ with the live counts, to published_

@@ -1,6 +1,7 @@
 // Sequence state: forward, truncate, snapshot/restore and the checked serialization.
 #include "runtime/sequence.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/ops.h"
@@ -113,6 +114,24 @@ void Sequence::forward_pending(model::Model& model, const Tensor& token, const T
   model.forward_device_token(token, state_, logits);
   tokens_.push_back(-1);
   pending_ = true;
+}
+
+void forward_decode(model::Model& model, std::span<const DecodeEntry> entries, std::vector<model::DecodeItem>& items) {
+  const auto most = static_cast<size_t>(std::max<int64_t>(1, model.max_decode_batch()));
+  for (size_t at = 0; at < entries.size(); at += most) {
+    const std::span<const DecodeEntry> group = entries.subspan(at, std::min(most, entries.size() - at));
+    items.clear();
+    for (const DecodeEntry& e : group) {
+      check(model.fingerprint() == e.seq->fingerprint_, ErrorKind::kInvalidInput, "this sequence belongs to another model");
+      check(!e.seq->pending_, ErrorKind::kInternal, "a pending token's id is still unknown");
+      items.push_back(model::DecodeItem{e.id, e.device_id, &e.seq->state_, e.logits});
+    }
+    model.forward_decode(items);  // checks each state's capacity before touching any
+    for (const DecodeEntry& e : group) {
+      e.seq->tokens_.push_back(e.device_id.empty() ? e.id : -1);
+      e.seq->pending_ = !e.device_id.empty();
+    }
+  }
 }
 
 void Sequence::resolve_pending(int32_t id) {

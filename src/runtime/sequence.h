@@ -26,6 +26,21 @@
 namespace strata::runtime {
 
 class Snapshot;
+class Sequence;
+
+// One sequence's token in a batched decode step (forward_decode): its id on the host, or pending in
+// device memory (as Sequence::forward_pending), and where its logits go.
+struct DecodeEntry {
+  Sequence* seq = nullptr;
+  int32_t id = 0;
+  Tensor device_id;  // not empty: the id lies here, and is appended as pending
+  Tensor logits;
+};
+
+// Runs one token for each entry, as few steps as the model allows (Model::forward_decode, at most
+// max_decode_batch() sequences a step), and appends it to its sequence as forward() /
+// forward_pending() would. `items` is the caller's scratch (kept, so that steps allocate nothing).
+void forward_decode(model::Model& model, std::span<const DecodeEntry> entries, std::vector<model::DecodeItem>& items);
 
 class Sequence {
  public:
@@ -69,6 +84,7 @@ class Sequence {
 
  private:
   friend class Snapshot;
+  friend void forward_decode(model::Model&, std::span<const DecodeEntry>, std::vector<model::DecodeItem>&);
   void rewind_to(int64_t n);
 
   std::string fingerprint_;

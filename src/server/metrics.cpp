@@ -122,6 +122,8 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
   out += fmt::format("strata_sequence_slots{{state=\"free\"}} {}\n", e.slots_free);
   single(out, "strata_engine_steps_total", "counter", "Engine steps run (each serves every running generation).", e.steps);
   single(out, "strata_engine_step_tokens_total", "counter", "Tokens the model ran in engine steps (prompt chunks and generated tokens).", e.step_tokens);
+  single(out, "strata_engine_decode_forwards_total", "counter", "Model steps that ran decode tokens (each serves a group of generations at once where the device allows).", e.decode_forwards);
+  single(out, "strata_engine_decode_tokens_total", "counter", "Decode tokens those model steps ran.", e.decode_tokens);
   single(out, "strata_engine_step_requests_total", "counter", "Generations served by engine steps, summed over steps.", e.step_requests);
   family(out, "strata_generations_total", "counter", "Generations ended, by outcome.");
   out += fmt::format("strata_generations_total{{outcome=\"finished\"}} {}\n", e.finished);

@@ -66,6 +66,13 @@ TEST_P(BatchExactness, SeventeenRequestsArrivingWhileOthersRun) {
   Engine solo(load(), options(1));
   Engine batch(load(), options(17));
   check_batch(solo, batch, base(), 17, {0, 0, 0, 1, 2, 3, 5, 8, 8, 9, 13, 21, 21, 22, 30, 34, 40});
+  // The CPU runs up to 8 sequences' decode tokens as one model step. (Running ahead, a step's
+  // decodes are two groups: those queued before the picks are read, and the rest.)
+  const runtime::EngineStats s = batch.stats();
+  if (GetParam().run_ahead == EngineOptions::RunAhead::kOff) {
+    EXPECT_GT(s.decode_tokens, 2 * s.decode_forwards) << s.decode_tokens << " tokens in " << s.decode_forwards;
+  }
+  EXPECT_GT(s.decode_tokens, s.decode_forwards) << s.decode_tokens << " tokens in " << s.decode_forwards;
 }
 
 TEST_P(BatchExactness, MoreRequestsThanSlotsReuseThem) {

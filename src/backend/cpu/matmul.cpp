@@ -1,4 +1,5 @@
-// CPU matmul: float weights through OpenBLAS sgemm; MLX-quantized weights either through a fused
+// CPU matmul: float weights through OpenBLAS (sgemv row by row up to 8 rows, so that a row's
+// result never depends on the rows beside it; sgemm beyond); MLX-quantized weights either through a fused
 // dequantize-dot kernel (few rows of x, the decode case) or by dequantizing row blocks and calling
 // sgemm (prefill). Both compute Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group.
 #include <cblas.h>
@@ -202,9 +203,13 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
   if (!w.quantized()) {
     check(w.w.dtype == DType::kF32, ErrorKind::kInternal, "CPU matmul expects F32 weights, got {}",
           dtype_name(w.w.dtype));
-    if (T == 1) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(N), static_cast<int>(K), 1.0f,
-                  w.w.as<const float>(), static_cast<int>(K), x.as<const float>(), 1, 0.0f, out.as<float>(), 1);
+    if (T <= kFusedMaxRows) {
+      // Row by row, as a one-row step computes it: a decode batch gives each sequence exactly the
+      // numbers it gets alone (sgemm's blocking would depend on T).
+      for (int64_t t = 0; t < T; ++t)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(N), static_cast<int>(K), 1.0f,
+                    w.w.as<const float>(), static_cast<int>(K), x.as<const float>() + t * K, 1, 0.0f,
+                    out.as<float>() + t * N, 1);
     } else {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(N),
                   static_cast<int>(K), 1.0f, x.as<const float>(), static_cast<int>(K), w.w.as<const float>(),
