@@ -31,6 +31,7 @@ runtime::EngineOptions engine_options(const Settings& settings, int64_t context_
   options.context_size = context_size;
   options.run_ahead = settings.run_ahead ? runtime::EngineOptions::RunAhead::kAuto
                                          : runtime::EngineOptions::RunAhead::kOff;
+  options.step_tokens = settings.step_tokens;
   return options;
 }
 

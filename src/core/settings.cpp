@@ -56,6 +56,15 @@ const std::vector<SettingSpec>& table() {
        .min = 0,
        .max = 4096,
        .field = &Settings::parallel},
+      {.name = "step_tokens",
+       .type = SettingType::kInt,
+       .flag = "--step-tokens",
+       .env = "STRATA_STEP_TOKENS",
+       .help = "Tokens an engine step may run (decodes count one each; prompts take whole 512-token "
+               "chunks, the first always runs): larger gives the first tokens of many prompts "
+               "arriving together sooner, smaller keeps running generations' steps short",
+       .min = 1,
+       .field = &Settings::step_tokens},
       {.name = "state_budget_mib",
        .type = SettingType::kInt,
        .flag = "--state-budget",

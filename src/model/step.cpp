@@ -10,7 +10,9 @@ namespace strata::model {
 
 namespace {
 enum IoSlot : size_t { kInputs, kLogits };
-constexpr size_t kMaxGraphs = 16;
+// Graphs kept (least recently made dropped first). A graph's key holds its sequence's state
+// addresses, so each slot of a pool needs its own: room for 64 slots over a few context buckets.
+constexpr size_t kMaxGraphs = 256;
 }  // namespace
 
 Tensor Scratch::get(size_t slot, Shape shape, DType dtype) {

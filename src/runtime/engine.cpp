@@ -150,7 +150,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
       logits_(DType::kF32, {model_->config().vocab_size}) {
   check(options_.prefill_chunk > 0, ErrorKind::kInvalidInput, "the prefill chunk must be positive");
   check(options_.step_tokens >= 0, ErrorKind::kInvalidInput, "the step token budget must not be negative");
-  if (options_.step_tokens == 0) options_.step_tokens = 4 * options_.prefill_chunk;
+  if (options_.step_tokens == 0) options_.step_tokens = 16 * options_.prefill_chunk;
   for (int64_t i = 0; i < pool_.slots(); ++i)
     tools_.push_back(std::make_unique<SlotTools>(model_->device(), model_->config().vocab_size));
   stats_.slots = pool_.slots();

@@ -38,8 +38,11 @@ struct EngineOptions {
   enum class RunAhead { kAuto, kOn, kOff } run_ahead = RunAhead::kAuto;
   // Requests that run at once: the state slots allocated at start, each of context_size tokens.
   int64_t parallel = 1;
-  // Prompt tokens a step may run, shared by the requests in their prompts in arrival order (each
-  // gets whole prefill_chunk pieces; the first always runs). 0: 4 × prefill_chunk.
+  // Tokens a step may run: decodes count one each, and the requests in their prompts share the
+  // rest in arrival order, in whole prefill_chunk pieces (the first always runs). 0: 16 ×
+  // prefill_chunk. Measured on an H100 (9B 4-bit, 64 prompts of 512 tokens arriving together,
+  // each sequence its own forward): 4 × prefill_chunk gave the last first token at 2.9 s, as each
+  // of 16 steps also ran every earlier request's decode.
   int64_t step_tokens = 0;
 };
 
