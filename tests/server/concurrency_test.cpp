@@ -10,6 +10,7 @@
 #include "formats/safetensors.h"
 #include "model/synthetic.h"
 #include "../model/tiny_configs.h"
+#include "serve_process.h"
 #include "test_server.h"
 
 namespace strata {
@@ -83,6 +84,18 @@ TEST(ServerConcurrency, ClientsArrivingTogetherRunTogetherAndGetTheirSoloAnswers
   EXPECT_GT(after["engine"]["requests_per_step"].get<double>(), 1.0);  // steps served several
   EXPECT_EQ(after["engine"]["slots_free"], kClients);
   EXPECT_EQ(after["requests"]["finished"], 2 * kClients);
+}
+
+// strata serve's --parallel and --step-tokens reach the engine, and /health says so.
+TEST(ServerConcurrency, ServeTakesParallelAndStepTokensAndReportsThem) {
+  test::ServeProcess server({"--parallel", "3", "--step-tokens", "1024"});
+  const Json health = Json::parse(test::http_request(server.port(), "GET", "/health").body);
+  EXPECT_EQ(health["engine"]["parallel"], 3) << health.dump();
+  EXPECT_EQ(health["engine"]["slots_free"], 3);
+  EXPECT_GT(health["engine"]["state_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(health["settings"]["parallel"]["value"], 3);
+  EXPECT_EQ(health["settings"]["step_tokens"]["value"], 1024);
+  EXPECT_EQ(health["settings"]["step_tokens"]["source"], "flag");
 }
 
 }  // namespace
