@@ -221,10 +221,7 @@ GenerationOptions parse_options(const Fields& f) {
       invalid_value("stream_options", "stream_options is only allowed when 'stream' is true.");
     o.include_usage = Fields(*so, "stream_options").boolean("include_usage").value_or(false);
   }
-  if (auto n = f.integer("n", 1, 128); n && *n != 1)
-    unsupported(
-        "n",
-        "Only n=1 is supported: strata returns one choice per request; send n requests instead.");
+  if (auto n = f.integer("n", 1, 128)) o.n = static_cast<int>(*n);
   if (auto user = f.string("user")) o.user = *user;
   o.ignore_eos = f.boolean("ignore_eos").value_or(false);
   return o;

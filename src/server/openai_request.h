@@ -37,6 +37,7 @@ struct GenerationOptions {
   runtime::SamplingParams sampling;   // seed is meaningful only when `seed` is set
   std::optional<int64_t> seed;
   std::vector<std::string> stop;
+  int n = 1;  // choices: each its own sequence (seeds seed, seed + 1, ... when seed is set)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string user;

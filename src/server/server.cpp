@@ -406,6 +406,57 @@ struct Server::Impl {
     return job;
   }
 
+  using Jobs = std::vector<std::shared_ptr<GenerationStream>>;
+
+  // The places of a request's n choices: 503 unless all are free.
+  std::vector<Admission> admit_choices(int n) {
+    std::vector<Admission> places;
+    for (int i = 0; i < n; ++i) places.push_back(queue.admit());
+    return places;
+  }
+
+  // Choice i's seed: the request's own for the first; seed + i when the request set one (so n
+  // choices are reproducible), else a fresh random one.
+  static uint64_t choice_seed(const GenerationOptions& o, const runtime::GenerationRequest& g, int i) {
+    if (i == 0) return g.sampling.seed;
+    return o.seed ? g.sampling.seed + static_cast<uint64_t>(i) : random_seed();
+  }
+
+  static void cancel_all(const Jobs& jobs) {
+    for (const auto& job : jobs) job->cancel();
+  }
+
+  // One response of every choice's: choice i's object as the single-choice builder makes it, its
+  // choice given index i, their usage summed (the prompt counted once).
+  template <typename One>
+  OrderedJson merged_choices(const Jobs& jobs, One one) const {
+    OrderedJson j = one(0);
+    for (size_t i = 1; i < jobs.size(); ++i) {
+      OrderedJson choice = one(i)["choices"][0];
+      choice["index"] = i;
+      j["choices"].push_back(std::move(choice));
+    }
+    if (jobs.size() > 1) j["usage"] = usage_json(usage_of(jobs));
+    return j;
+  }
+
+  // The end of a stream: an engine error as an error event, else each choice's finish chunk and
+  // the usage chunk when asked for; then [DONE].
+  template <typename Finish>
+  void finish_stream(BodyWriter& out, const Jobs& jobs, const std::vector<StreamUpdate>& ends, Finish finish,
+                     const std::optional<OrderedJson>& usage) {
+    for (const auto& job : jobs) observe(*job);
+    for (const StreamUpdate& u : ends)
+      if (auto e = failure(u)) {
+        out.write(sse_event(e->to_json()));
+        out.write(kSseDone);
+        return;
+      }
+    for (size_t i = 0; i < ends.size(); ++i) finish(i, ends[i].finish_reason);
+    if (usage) out.write(sse_event(*usage));
+    out.write(kSseDone);
+  }
+
   // A token's text in log-probabilities: the decode of that one id.
   TokenText token_text(bool skip_special_tokens) const {
     return [this, skip_special_tokens](int32_t id) {
@@ -423,6 +474,55 @@ struct Server::Impl {
     else if (!reasoning.empty())
       u.reasoning_tokens = static_cast<int64_t>(model.tokenizer.encode(reasoning).size());
     return u;
+  }
+
+  Usage usage_of(const Jobs& jobs) const {
+    Usage total = usage_of(*jobs.front());
+    for (size_t i = 1; i < jobs.size(); ++i) {
+      const Usage u = usage_of(*jobs[i]);
+      total.completion_tokens += u.completion_tokens;
+      total.reasoning_tokens += u.reasoning_tokens;
+    }
+    return total;
+  }
+
+  // Waits for the end of every job (choice) of a response, handing each update to on_update with
+  // its choice's index, and checking that the client is still there; false (and every job
+  // cancelled) once it is not, or once on_update says so. ends: each job's last update.
+  bool follow_all(const Jobs& jobs, const std::function<bool()>& client_connected,
+                  std::vector<StreamUpdate>& ends,
+                  const std::function<bool(size_t, const StreamUpdate&)>& on_update) {
+    ends.assign(jobs.size(), {});
+    if (jobs.size() == 1)
+      return follow(*jobs.front(), client_connected, ends.front(),
+                    [&](const StreamUpdate& u) { return on_update(0, u); });
+    // Several: each job's wait is short, so that every choice's deltas flow.
+    constexpr std::chrono::milliseconds kSlice{5};
+    std::vector<bool> done(jobs.size(), false);
+    size_t left = jobs.size();
+    auto last_check = std::chrono::steady_clock::now();
+    while (left > 0) {
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        if (done[i]) continue;
+        StreamUpdate update = jobs[i]->wait(kSlice);
+        bool ok = on_update(i, update);
+        const auto now = std::chrono::steady_clock::now();
+        if (ok && now - last_check >= kPollInterval) {
+          ok = client_connected();
+          last_check = now;
+        }
+        if (!ok) {
+          cancel_all(jobs);
+          return false;
+        }
+        if (update.done) {
+          ends[i] = std::move(update);
+          done[i] = true;
+          --left;
+        }
+      }
+    }
+    return true;
   }
 
   // Waits for the job's end while checking that its client is still there; false (and the job
@@ -474,7 +574,8 @@ struct Server::Impl {
   HttpResponse chat(const HttpRequest& http_request) {
     ChatCompletionRequest r = parse_chat_request(parse_body(http_request.body));
     check_model(r.options.model);
-    Admission admission = queue.admit();  // before rendering: a refusal costs nothing more
+    // Before rendering: a refusal costs nothing more.
+    std::vector<Admission> admissions = admit_choices(r.options.n);
     const control::ThinkControlConfig& think_config = options.think_control;
     const control::TaskSignals task = task_signals(r);
     const bool routed =
@@ -494,24 +595,30 @@ struct Server::Impl {
     if (prompt.empty()) bad_request("messages", "The messages rendered to an empty prompt.");
     const int64_t room = context_size() - static_cast<int64_t>(prompt.size());
     const OrderedJson tools = prompt_tools(r);
-    StreamSettings settings;
-    settings.parser = model.chat_template.parser_config(rendered, tools);
-    if (tools.is_null()) settings.parser->tool_format = text::chat::ToolCallFormat::kNone;
-    if (!r.parallel_tool_calls) settings.parser->max_tool_calls = 1;  // and generation ends at it
-    runtime::GenerationRequest g =
+    const runtime::GenerationRequest g =
         generation_request(r.options, std::move(prompt), "messages", INT64_MAX);
-    // With think control, max_tokens counts only answer tokens; thinking has its own budget.
-    // ignore_eos asks for exactly max_tokens tokens (benchmarks): nothing may end them early.
-    if (!r.options.ignore_eos)
-      settings.think = make_think_controller(
-          think_config, model.tokenizer, rendered, task,
-          r.max_thinking_tokens.value_or(think_config.max_thinking_tokens), g.max_tokens);
-    if (settings.think) g.max_tokens = std::min(settings.think->engine_max_tokens(), room);
-    if (opening) settings.opening = opening_settings(*opening, *settings.parser);
-    auto job = submit(std::move(admission), std::move(g), r.options, std::move(settings));
+    Jobs jobs;
+    for (int i = 0; i < r.options.n; ++i) {  // each choice its own sequence, policies and seed
+      StreamSettings settings;
+      settings.parser = model.chat_template.parser_config(rendered, tools);
+      if (tools.is_null()) settings.parser->tool_format = text::chat::ToolCallFormat::kNone;
+      if (!r.parallel_tool_calls) settings.parser->max_tool_calls = 1;  // and generation ends at it
+      runtime::GenerationRequest choice = g;
+      choice.sampling.seed = choice_seed(r.options, g, i);
+      // With think control, max_tokens counts only answer tokens; thinking has its own budget.
+      // ignore_eos asks for exactly max_tokens tokens (benchmarks): nothing may end them early.
+      if (!r.options.ignore_eos)
+        settings.think = make_think_controller(
+            think_config, model.tokenizer, rendered, task,
+            r.max_thinking_tokens.value_or(think_config.max_thinking_tokens), choice.max_tokens);
+      if (settings.think) choice.max_tokens = std::min(settings.think->engine_max_tokens(), room);
+      if (opening) settings.opening = opening_settings(*opening, *settings.parser);
+      jobs.push_back(submit(std::move(admissions[static_cast<size_t>(i)]), std::move(choice), r.options,
+                            std::move(settings)));
+    }
     const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
-    return r.options.stream ? stream_chat(job, header, r.options.include_usage, routed)
-                            : whole_chat(http_request, job, header, routed);
+    return r.options.stream ? stream_chat(jobs, header, r.options.include_usage, routed)
+                            : whole_chat(http_request, jobs, header, routed);
   }
 
   // The "strata" extension of a chat response, when think control had a say in it.
@@ -520,76 +627,75 @@ struct Server::Impl {
     return strata_extension_json(routed, job.think());
   }
 
-  HttpResponse whole_chat(const HttpRequest& http_request, std::shared_ptr<GenerationStream> job,
-                          ResponseHeader header, bool routed) {
-    return whole(http_request, *job, [this, job, header, routed](const StreamUpdate& u) {
-      OrderedJson logprobs = nullptr;
-      if (job->request.top_logprobs >= 0)
-        logprobs = chat_logprobs_json(job->logprobs(), token_text(false));
-      OrderedJson j = chat_completion_json(header, job->message(), u.finish_reason, usage_of(*job),
-                                           std::move(logprobs));
-      if (auto extension = chat_extension(*job, routed)) j["strata"] = std::move(*extension);
-      return j;
+  HttpResponse whole_chat(const HttpRequest& http_request, const Jobs& jobs, ResponseHeader header,
+                          bool routed) {
+    return whole(http_request, jobs, [this, jobs, header, routed](const std::vector<StreamUpdate>& ends) {
+      return merged_choices(jobs, [&](size_t i) {
+        const GenerationStream& job = *jobs[i];
+        OrderedJson logprobs = nullptr;
+        if (job.request.top_logprobs >= 0)
+          logprobs = chat_logprobs_json(job.logprobs(), token_text(false));
+        OrderedJson j = chat_completion_json(header, job.message(), ends[i].finish_reason, usage_of(job),
+                                             std::move(logprobs));
+        if (auto extension = chat_extension(job, routed)) j["strata"] = std::move(*extension);
+        return j;
+      });
     });
   }
 
-  // A non-streaming response: waits for the whole generation, watching the client (it is
+  // A non-streaming response: waits for every choice's generation, watching the client (they are
   // cancelled the moment the client goes), then answers with its status: an engine error is a
   // 500, never a 200 with an error body.
   template <typename Body>
-  HttpResponse whole(const HttpRequest& http_request, GenerationStream& job, Body body) {
-    StreamUpdate u;
-    const bool completed = follow(
-        job, [&http_request] { return http_request.client_connected(); }, u,
-        [](const StreamUpdate&) { return true; });
+  HttpResponse whole(const HttpRequest& http_request, const Jobs& jobs, Body body) {
+    std::vector<StreamUpdate> ends;
+    const bool completed = follow_all(
+        jobs, [&http_request] { return http_request.client_connected(); }, ends,
+        [](size_t, const StreamUpdate&) { return true; });
     if (!completed)  // nobody reads this: the client is gone
       return error_response(
           ApiError(499, "The client closed the connection.", {}, "client_closed_request"));
-    observe(job);
-    if (auto e = failure(u)) return error_response(*e);
-    return json_response(200, body(u));
+    for (const auto& job : jobs) observe(*job);
+    for (const StreamUpdate& u : ends)
+      if (auto e = failure(u)) return error_response(*e);
+    return json_response(200, body(ends));
   }
 
-  HttpResponse stream_chat(std::shared_ptr<GenerationStream> job, ResponseHeader header,
-                           bool include_usage, bool routed) {
+  HttpResponse stream_chat(const Jobs& jobs, ResponseHeader header, bool include_usage, bool routed) {
     HttpResponse response;
     response.content_type = "text/event-stream";
     response.headers["Cache-Control"] = "no-cache";
-    response.stream = [this, job, header, include_usage, routed](BodyWriter& out) {
-      const bool with_logprobs = job->request.top_logprobs >= 0;
+    response.stream = [this, jobs, header, include_usage, routed](BodyWriter& out) {
+      const bool with_logprobs = jobs.front()->request.top_logprobs >= 0;
       const TokenText text = token_text(false);
-      auto chunk = [&](OrderedJson delta, const std::string& finish,
+      auto chunk = [&](size_t i, OrderedJson delta, const std::string& finish,
                        const std::vector<OutputLogprob>& logprobs = {}) {
         OrderedJson j =
             chat_chunk_json(header, std::move(delta), finish, include_usage,
                             with_logprobs && !logprobs.empty() ? chat_logprobs_json(logprobs, text)
                                                                : OrderedJson(nullptr));
+        j["choices"][0]["index"] = i;
         if (!finish.empty())
-          if (auto extension = chat_extension(*job, routed)) j["strata"] = std::move(*extension);
+          if (auto extension = chat_extension(*jobs[i], routed)) j["strata"] = std::move(*extension);
         return out.write(sse_event(j));
       };
-      if (!chunk({{"role", "assistant"}, {"content", ""}}, "")) {
-        job->cancel();
-        return;
-      }
-      StreamUpdate u;
-      const bool completed = follow(
-          *job, [&out] { return out.connected(); }, u,
-          [&](const StreamUpdate& update) {
+      for (size_t i = 0; i < jobs.size(); ++i)
+        if (!chunk(i, {{"role", "assistant"}, {"content", ""}}, "")) {
+          cancel_all(jobs);
+          return;
+        }
+      std::vector<StreamUpdate> ends;
+      const bool completed = follow_all(
+          jobs, [&out] { return out.connected(); }, ends,
+          [&](size_t i, const StreamUpdate& update) {
             for (const auto& d : update.deltas)
-              if (!chunk(delta_json(d.text), "", d.logprobs)) return false;
+              if (!chunk(i, delta_json(d.text), "", d.logprobs)) return false;
             return true;
           });
       if (!completed) return;
-      observe(*job);
-      if (auto e = failure(u)) {
-        out.write(sse_event(e->to_json()));
-      } else {
-        chunk(OrderedJson::object(), u.finish_reason);
-        if (include_usage)
-          out.write(sse_event(usage_chunk_json(header, "chat.completion.chunk", usage_of(*job))));
-      }
-      out.write(kSseDone);
+      finish_stream(out, jobs, ends, [&](size_t i, const std::string& finish) { chunk(i, OrderedJson::object(), finish); },
+                    include_usage ? std::optional(usage_chunk_json(header, "chat.completion.chunk", usage_of(jobs)))
+                                  : std::nullopt);
     };
     return response;
   }
@@ -597,7 +703,8 @@ struct Server::Impl {
   HttpResponse completion(const HttpRequest& http_request) {
     const CompletionRequest r = parse_completion_request(parse_body(http_request.body));
     check_model(r.options.model);
-    Admission admission = queue.admit();  // before tokenizing: a refusal costs nothing more
+    // Before tokenizing: a refusal costs nothing more.
+    std::vector<Admission> admissions = admit_choices(r.options.n);
     std::vector<int32_t> prompt;
     std::string prompt_text;
     if (const auto* text = std::get_if<std::string>(&r.prompt)) {
@@ -616,66 +723,69 @@ struct Server::Impl {
       if (!model.tokenizer.bos_id()) bad_request("prompt", "The prompt is empty.");
       prompt.push_back(*model.tokenizer.bos_id());
     }
-    StreamSettings settings;
-    settings.skip_special_tokens = true;
-    auto job =
-        submit(std::move(admission), generation_request(r.options, std::move(prompt), "prompt", 16),
-               r.options, std::move(settings));
+    const runtime::GenerationRequest g = generation_request(r.options, std::move(prompt), "prompt", 16);
+    Jobs jobs;
+    for (int i = 0; i < r.options.n; ++i) {  // each choice its own sequence and seed
+      StreamSettings settings;
+      settings.skip_special_tokens = true;
+      runtime::GenerationRequest choice = g;
+      choice.sampling.seed = choice_seed(r.options, g, i);
+      jobs.push_back(submit(std::move(admissions[static_cast<size_t>(i)]), std::move(choice), r.options,
+                            std::move(settings)));
+    }
     const ResponseHeader header{new_response_id("cmpl-"), unix_time_now(), options.model_id};
     const std::string echo = r.echo ? prompt_text : std::string();
-    return r.options.stream ? stream_completion(job, header, r.options.include_usage, echo)
-                            : whole_completion(http_request, job, header, echo);
+    return r.options.stream ? stream_completion(jobs, header, r.options.include_usage, echo)
+                            : whole_completion(http_request, jobs, header, echo);
   }
 
-  HttpResponse whole_completion(const HttpRequest& http_request,
-                                std::shared_ptr<GenerationStream> job, ResponseHeader header,
+  HttpResponse whole_completion(const HttpRequest& http_request, const Jobs& jobs, ResponseHeader header,
                                 std::string echo) {
-    return whole(http_request, *job, [this, job, header, echo](const StreamUpdate& u) {
-      OrderedJson logprobs = nullptr;
-      if (job->request.top_logprobs >= 0)
-        logprobs = completion_logprobs_json(job->logprobs(), token_text(true));
-      return completion_json(header, echo + job->message().content, u.finish_reason, usage_of(*job),
-                             std::move(logprobs));
+    return whole(http_request, jobs, [this, jobs, header, echo](const std::vector<StreamUpdate>& ends) {
+      return merged_choices(jobs, [&](size_t i) {
+        const GenerationStream& job = *jobs[i];
+        OrderedJson logprobs = nullptr;
+        if (job.request.top_logprobs >= 0)
+          logprobs = completion_logprobs_json(job.logprobs(), token_text(true));
+        return completion_json(header, echo + job.message().content, ends[i].finish_reason, usage_of(job),
+                               std::move(logprobs));
+      });
     });
   }
 
-  HttpResponse stream_completion(std::shared_ptr<GenerationStream> job, ResponseHeader header,
-                                 bool include_usage, std::string echo) {
+  HttpResponse stream_completion(const Jobs& jobs, ResponseHeader header, bool include_usage, std::string echo) {
     HttpResponse response;
     response.content_type = "text/event-stream";
     response.headers["Cache-Control"] = "no-cache";
-    response.stream = [this, job, header, include_usage, echo](BodyWriter& out) {
-      const bool with_logprobs = job->request.top_logprobs >= 0;
+    response.stream = [this, jobs, header, include_usage, echo](BodyWriter& out) {
+      const bool with_logprobs = jobs.front()->request.top_logprobs >= 0;
       const TokenText token = token_text(true);
-      auto chunk = [&](const std::string& text, const std::string& finish,
+      auto chunk = [&](size_t i, const std::string& text, const std::string& finish,
                        const std::vector<OutputLogprob>& logprobs = {}) {
-        return out.write(sse_event(completion_chunk_json(
+        OrderedJson j = completion_chunk_json(
             header, text, finish, include_usage,
-            with_logprobs && !logprobs.empty() ? completion_logprobs_json(logprobs, token)
-                                               : OrderedJson(nullptr))));
+            with_logprobs && !logprobs.empty() ? completion_logprobs_json(logprobs, token) : OrderedJson(nullptr));
+        j["choices"][0]["index"] = i;
+        return out.write(sse_event(j));
       };
-      if (!echo.empty() && !chunk(echo, "")) {
-        job->cancel();
-        return;
-      }
-      StreamUpdate u;
-      const bool completed = follow(
-          *job, [&out] { return out.connected(); }, u,
-          [&](const StreamUpdate& update) {
+      if (!echo.empty())
+        for (size_t i = 0; i < jobs.size(); ++i)
+          if (!chunk(i, echo, "")) {
+            cancel_all(jobs);
+            return;
+          }
+      std::vector<StreamUpdate> ends;
+      const bool completed = follow_all(
+          jobs, [&out] { return out.connected(); }, ends,
+          [&](size_t i, const StreamUpdate& update) {
             for (const auto& d : update.deltas)
-              if (!chunk(d.text.content, "", d.logprobs)) return false;
+              if (!chunk(i, d.text.content, "", d.logprobs)) return false;
             return true;
           });
       if (!completed) return;
-      observe(*job);
-      if (auto e = failure(u)) {
-        out.write(sse_event(e->to_json()));
-      } else {
-        chunk("", u.finish_reason);
-        if (include_usage)
-          out.write(sse_event(usage_chunk_json(header, "text_completion", usage_of(*job))));
-      }
-      out.write(kSseDone);
+      finish_stream(out, jobs, ends, [&](size_t i, const std::string& finish) { chunk(i, "", finish); },
+                    include_usage ? std::optional(usage_chunk_json(header, "text_completion", usage_of(jobs)))
+                                  : std::nullopt);
     };
     return response;
   }

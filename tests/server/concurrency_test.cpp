@@ -86,6 +86,66 @@ TEST(ServerConcurrency, ClientsArrivingTogetherRunTogetherAndGetTheirSoloAnswers
   EXPECT_EQ(after["requests"]["finished"], 2 * kClients);
 }
 
+// n > 1: each choice is a sequence of its own, run together; with a seed, choice i is exactly the
+// single-choice answer of seed + i, whole or streamed, and the usage sums the choices.
+TEST(ServerConcurrency, NChoicesAreSequencesOfTheirOwnWithSeedsSeedPlusI) {
+  model::SyntheticCheckpoint weights;
+  test::TestServer s(hybrid_with_qwen3_vocab(weights), {},
+                     runtime::EngineOptions{.context_size = 256, .parallel = 4});
+  auto body = [](int64_t seed, int n, bool stream) {
+    return test::chat_body("Pick some words.", {{"max_tokens", 12},
+                                                {"temperature", 1.0},
+                                                {"seed", seed},
+                                                {"n", n},
+                                                {"stream", stream},
+                                                {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  };
+  std::vector<std::string> single;
+  int64_t single_tokens = 0;
+  for (int i = 0; i < 3; ++i) {
+    const test::HttpResult r = s.post("/v1/chat/completions", body(7 + i, 1, false));
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json j = Json::parse(r.body);
+    single.push_back(j["choices"][0]["message"]["content"].get<std::string>());
+    single_tokens += j["usage"]["completion_tokens"].get<int64_t>();
+  }
+  EXPECT_TRUE(single[0] != single[1] || single[1] != single[2]) << "the seeds should give different answers";
+
+  const test::HttpResult whole = s.post("/v1/chat/completions", body(7, 3, false));
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Json j = Json::parse(whole.body);
+  ASSERT_EQ(j["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["message"]["content"], single[i]) << "choice " << i;
+  }
+  EXPECT_EQ(j["usage"]["completion_tokens"], single_tokens);
+
+  const test::HttpResult streamed = s.post("/v1/chat/completions", body(7, 3, true));
+  ASSERT_EQ(streamed.status, 200);
+  std::vector<std::string> content(3);
+  std::vector<int> finishes(3, 0);
+  bool done = false;
+  for (const std::string& data : test::sse_data(streamed.body)) {
+    if (data == "[DONE]") {
+      done = true;
+      continue;
+    }
+    const Json chunk = Json::parse(data);
+    const Json& choice = chunk["choices"][0];
+    const int i = choice["index"].get<int>();
+    ASSERT_GE(i, 0);
+    ASSERT_LT(i, 3);
+    if (choice["delta"].contains("content")) content[i] += choice["delta"]["content"].get<std::string>();
+    if (!choice["finish_reason"].is_null()) ++finishes[i];
+  }
+  EXPECT_TRUE(done);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(content[i], single[i]) << "choice " << i;
+    EXPECT_EQ(finishes[i], 1) << "choice " << i;
+  }
+}
+
 // strata serve's --parallel and --step-tokens reach the engine, and /health says so.
 TEST(ServerConcurrency, ServeTakesParallelAndStepTokensAndReportsThem) {
   test::ServeProcess server({"--parallel", "3", "--step-tokens", "1024"});

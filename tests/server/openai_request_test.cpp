@@ -179,8 +179,14 @@ TEST(OpenAiRequest, ToolsAndToolChoice) {
   expect_400(chat({{"tools", "get_weather"}}), "tools", "invalid_type");
 }
 
+TEST(OpenAiRequest, NChoicesFromOneTo128) {
+  expect_400(chat({{"n", 0}}), "n", "invalid_value");
+  expect_400(chat({{"n", 129}}), "n", "invalid_value");
+  EXPECT_EQ(parse_chat_request(chat({{"n", 3}})).options.n, 3);
+  EXPECT_EQ(parse_chat_request(chat()).options.n, 1);
+}
+
 TEST(OpenAiRequest, WhatStrataCannotDoYetIsRefusedNotIgnored) {
-  expect_400(chat({{"n", 2}}), "n", "unsupported_parameter", "n=1");
   expect_400(chat({{"response_format", {{"type", "json_object"}}}}), "response_format",
              "unsupported_parameter", "not supported yet");
   expect_400(

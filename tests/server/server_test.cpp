@@ -314,8 +314,8 @@ TEST(Server, ErrorsUseOpenAisShapeAndStatus) {
                "invalid_json");
   expect_error(s.post("/v1/chat/completions", chat_body("Hi", {{"temperature", "hot"}})), 400,
                "invalid_type");
-  expect_error(s.post("/v1/chat/completions", chat_body("Hi", {{"n", 2}})), 400,
-               "unsupported_parameter");
+  expect_error(s.post("/v1/chat/completions", chat_body("Hi", {{"n", 0}})), 400,
+               "invalid_value");
   expect_error(s.post("/v1/chat/completions", chat_body("Hi", {{"model", "gpt-4"}})), 404,
                "model_not_found");
   expect_error(
