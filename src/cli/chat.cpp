@@ -5,13 +5,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/model_loading.h"
+#include "core/error.h"
 #include "runtime/engine.h"
+#include "runtime/request_queue.h"
+#include "server/generation_stream.h"
 #include "text/chat/chat_template.h"
 #include "text/chat/output_parser.h"
 #include "text/tokenizer.h"
@@ -83,6 +87,9 @@ int run_chat(const ChatArgs& args) {
     if (std::find(stop_ids.begin(), stop_ids.end(), id) == stop_ids.end()) stop_ids.push_back(id);
   const int64_t ctx_size = context_size(args.settings);
   runtime::Engine engine(std::move(model), engine_options(args.settings, ctx_size));
+  // The server's pipeline: the engine on its own thread, each turn's text made here from the ids
+  // it hands over (server::GenerationStream: detokenizer, output parser).
+  runtime::RequestQueue queue(engine);
   const bool color = ::isatty(STDOUT_FILENO) != 0;
   const bool interactive = ::isatty(STDIN_FILENO) != 0;
 
@@ -132,21 +139,22 @@ int run_chat(const ChatArgs& args) {
     generation.sampling.seed = args.seed + turn++;
     runtime::normalize_greedy(generation.sampling);
 
-    text::StreamingDetokenizer detokenizer(*tokenizer);
-    text::chat::OutputParser parser(chat_template.parser_config(prompt, nullptr));
+    server::StreamSettings settings;
+    settings.parser = chat_template.parser_config(prompt, nullptr);
+    auto turn_stream = std::make_shared<server::GenerationStream>(*tokenizer, std::move(generation), std::move(settings));
+    check(queue.submit(turn_stream), ErrorKind::kInternal, "the engine stopped");
     TurnPrinter printer(color);
-    const runtime::GenerationResult result = engine.generate(generation, [&](int32_t id) {
-      printer.print(parser.push(detokenizer.push(id)));
-      return true;
-    });
-    printer.print(parser.push(detokenizer.flush()));
-    printer.print(parser.finish());
+    server::StreamUpdate update;
+    do {
+      update = turn_stream->wait(std::chrono::milliseconds(100));
+      for (const server::StreamDelta& d : update.deltas) printer.print(d.text);
+    } while (!update.done);
     printer.end_reasoning();
-    if (result.finish_reason == runtime::FinishReason::kLength)
-      std::fputs(" [cut off: --max-tokens]", stdout);
+    check(update.error.empty(), ErrorKind::kInternal, "generation failed: {}", update.error);
+    if (update.finish_reason == "length") std::fputs(" [cut off: --max-tokens]", stdout);
     std::fputs("\n", stdout);
 
-    messages.push_back(assistant_message(parser.result()));
+    messages.push_back(assistant_message(turn_stream->message()));
     history = std::move(messages);
   }
   if (interactive) std::fputs("\n", stdout);

@@ -1,4 +1,4 @@
-// Tokens to text deltas on the engine thread, handed to the HTTP thread under a mutex.
+// Token ids handed over under a mutex; text deltas made on the HTTP thread.
 #include "server/generation_stream.h"
 
 namespace strata::server {
@@ -57,8 +57,24 @@ GenerationStream::GenerationStream(const text::Tokenizer& tokenizer,
 }
 
 StreamUpdate GenerationStream::wait(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mutex_);
-  changed_.wait_for(lock, timeout, [&] { return pending_.done || !pending_.deltas.empty(); });
+  std::vector<Token> tokens;
+  std::optional<runtime::GenerationResult> ended;
+  std::optional<std::string> error;
+  if (!pending_.done) {
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, timeout, [&] { return !incoming_.empty() || ended_ || error_; });
+    tokens.swap(incoming_);
+    ended = ended_;
+    error = error_;
+  }
+  for (Token& t : tokens) take(std::move(t));
+  if (error) {
+    pending_.done = true;
+    pending_.finish_reason = "error";
+    pending_.error = error->empty() ? "generation failed" : *error;
+  } else if (ended && !pending_.done) {
+    end(*ended);
+  }
   StreamUpdate taken = std::move(pending_);
   pending_ = StreamUpdate{};
   pending_.done = taken.done;  // done stays visible to later calls
@@ -74,9 +90,7 @@ double GenerationStream::seconds_to_first_token() const {
 
 void GenerationStream::queue(StreamDelta delta) {
   logprobs_.insert(logprobs_.end(), delta.logprobs.begin(), delta.logprobs.end());
-  std::lock_guard lock(mutex_);
   append(pending_.deltas, std::move(delta));
-  changed_.notify_all();
 }
 
 void GenerationStream::emit(std::string_view text, bool at_end) {
@@ -107,8 +121,7 @@ void GenerationStream::emit(std::string_view text, bool at_end) {
 void GenerationStream::on_logprob(const runtime::TokenLogprob& logprob) { next_logprob_ = logprob; }
 
 bool GenerationStream::on_token(int32_t id) {
-  if (!first_token_) first_token_ = std::chrono::steady_clock::now();
-  ++completion_tokens_;
+  Token token{id, std::nullopt};
   if (top_logprobs_ >= 0) {
     OutputLogprob entry;
     if (next_logprob_ && next_logprob_->token == id) {
@@ -117,18 +130,33 @@ bool GenerationStream::on_token(int32_t id) {
       entry.value.token = id;
       if (top_logprobs_ > 0) entry.value.top = {{id, 0.0f}};
     }
-    next_logprob_.reset();
-    entry.text_offset = decoded_chars_;
-    held_.push_back(std::move(entry));
+    token.logprob = std::move(entry);
   }
-  const std::string piece = detokenizer_.push(id);
+  next_logprob_.reset();
+  {
+    std::lock_guard lock(mutex_);
+    if (!first_token_) first_token_ = std::chrono::steady_clock::now();
+    incoming_.push_back(std::move(token));
+  }
+  changed_.notify_all();
+  return !stop_.load(std::memory_order_relaxed);
+}
+
+void GenerationStream::take(Token token) {
+  if (stop_.load(std::memory_order_relaxed)) return;  // computed after the text ended: dropped
+  ++completion_tokens_;
+  if (token.logprob) {
+    token.logprob->text_offset = decoded_chars_;
+    held_.push_back(std::move(*token.logprob));
+  }
+  const std::string piece = detokenizer_.push(token.id);
   decoded_chars_ += count_chars(piece);
   const control::StopStringMatcher::Result r = stops_.push(piece);
   emit(r.text, false);
-  return !r.stopped && !calls_complete_;
+  if (r.stopped || calls_complete_) stop_.store(true, std::memory_order_relaxed);
 }
 
-void GenerationStream::on_finish(const runtime::GenerationResult& result) {
+void GenerationStream::end(const runtime::GenerationResult& result) {
   result_ = result;
   std::string reason = runtime::finish_reason_name(result.finish_reason);
   if (stops_.stopped() || calls_complete_) {
@@ -148,17 +176,23 @@ void GenerationStream::on_finish(const runtime::GenerationResult& result) {
   queue(std::move(rest));
   if (parser_) message_ = parser_->result();
   if (reason == "stop" && message_.has_tool_calls()) reason = "tool_calls";
-  std::lock_guard lock(mutex_);
   pending_.done = true;
   pending_.finish_reason = reason;
+}
+
+void GenerationStream::on_finish(const runtime::GenerationResult& result) {
+  {
+    std::lock_guard lock(mutex_);
+    ended_ = result;
+  }
   changed_.notify_all();
 }
 
 void GenerationStream::on_error(const std::string& message) {
-  std::lock_guard lock(mutex_);
-  pending_.done = true;
-  pending_.finish_reason = "error";
-  pending_.error = message.empty() ? "generation failed" : message;
+  {
+    std::lock_guard lock(mutex_);
+    error_ = message;
+  }
   changed_.notify_all();
 }
 

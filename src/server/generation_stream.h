@@ -1,11 +1,15 @@
-// GenerationStream: one request's generation as text. On the engine thread each token passes the
-// streaming detokenizer, the stop strings and the output parser (reasoning / content / tool
-// calls); the resulting deltas wait here until the request's HTTP thread takes them. Stopping is
-// immediate: the token that completes a stop string is the last one computed. A stream may also
-// carry the request's think controller (wrapped by a forced answer opening) and collect per-token
+// GenerationStream: one request's generation as text. The engine thread only hands over each token
+// id (with its log-probability) and the end; the request's HTTP thread, in wait(), passes them
+// through the streaming detokenizer, the stop strings and the output parser (reasoning / content /
+// tool calls), so text work never holds up an engine step that serves every request. A stop
+// string (or the last tool call the parser may take) asks the engine to end the request; tokens it
+// computed meanwhile (a step or two) are dropped, so the answer, its usage and its logprobs end
+// at the token that completed the stop. A stream may also carry the request's think controller
+// (wrapped by a forced answer opening; it runs on the engine thread) and collect per-token
 // log-probabilities.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -55,10 +59,11 @@ class GenerationStream : public GenerationJob {
   GenerationStream(const text::Tokenizer& tokenizer, runtime::GenerationRequest generation,
                    StreamSettings settings);
 
-  // HTTP thread: waits up to `timeout` for something new and takes it.
+  // HTTP thread (one at a time): waits up to `timeout` for something new, turns what the engine
+  // handed over into text, and takes it.
   StreamUpdate wait(std::chrono::milliseconds timeout);
 
-  // Valid once done.
+  // Valid once wait() returned done.
   const text::chat::ParsedMessage& message() const { return message_; }
   const std::vector<OutputLogprob>& logprobs() const { return logprobs_; }  // every entry sent
   const control::ThinkController* think() const { return think_.get(); }
@@ -67,16 +72,38 @@ class GenerationStream : public GenerationJob {
   double prefill_seconds() const { return result_.prefill_seconds; }
   double decode_seconds() const { return result_.decode_seconds; }
 
+  // Engine thread.
   bool on_token(int32_t id) override;
   void on_finish(const runtime::GenerationResult& result) override;
   void on_error(const std::string& message) override;
 
  private:
+  struct Token {  // what the engine hands over
+    int32_t id = 0;
+    std::optional<OutputLogprob> logprob;  // when log-probabilities were asked for
+  };
+
   void on_logprob(const runtime::TokenLogprob& logprob);  // engine: just before its on_token
+  void take(Token token);                                 // one token's text
+  void end(const runtime::GenerationResult& result);      // the generation's end
   void emit(std::string_view text, bool at_end);          // after the stop strings: parse and queue
   void queue(StreamDelta delta);
 
   // Engine thread only.
+  std::optional<runtime::TokenLogprob> next_logprob_;  // the engine's, for the coming token
+  // Set by the HTTP thread when the text has ended (a stop string, the last tool call): the engine
+  // stops the request at its next token.
+  std::atomic<bool> stop_{false};
+
+  // Handed over under the mutex.
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Token> incoming_;
+  std::optional<runtime::GenerationResult> ended_;  // on_finish's
+  std::optional<std::string> error_;                // on_error's
+  std::optional<std::chrono::steady_clock::time_point> first_token_;
+
+  // HTTP thread only.
   text::StreamingDetokenizer detokenizer_;
   control::StopStringMatcher stops_;
   std::optional<text::chat::OutputParser> parser_;
@@ -84,20 +111,15 @@ class GenerationStream : public GenerationJob {
   std::unique_ptr<control::AnswerOpening> opening_;  // wraps think_
   bool calls_complete_ = false;  // the parser's max_tool_calls are all parsed: generation ends
   int top_logprobs_ = -1;
-  std::optional<runtime::TokenLogprob> next_logprob_;  // the engine's, for the coming token
   std::vector<OutputLogprob> held_;  // entries of tokens whose text no delta has carried yet
   int64_t decoded_chars_ = 0;        // characters the detokenizer produced
   int64_t passed_chars_ = 0;         // characters that got past the stop strings
-
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  StreamUpdate pending_;
+  StreamUpdate pending_;             // what the next wait() returns
   text::chat::ParsedMessage message_;
   std::vector<OutputLogprob> logprobs_;
   int64_t completion_tokens_ = 0;
   runtime::GenerationResult result_;
   const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
-  std::optional<std::chrono::steady_clock::time_point> first_token_;
 };
 
 }  // namespace strata::server

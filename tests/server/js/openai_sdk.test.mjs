@@ -170,6 +170,17 @@ test('tools round trip: tools offered, then an assistant tool call and its resul
   assert.ok(none.usage.prompt_tokens < first.usage.prompt_tokens, 'tool_choice none leaves the tools out');
 });
 
+test('n choices come back indexed, whole and streamed', async () => {
+  const whole = await client.chat.completions.create({ model: modelId, messages, n: 2, max_tokens: 6, seed: 3 });
+  assert.deepEqual(whole.choices.map((c) => c.index), [0, 1]);
+  const stream = await client.chat.completions.create({
+    model: modelId, messages, n: 2, max_tokens: 6, seed: 3, stream: true,
+  });
+  const text = ['', ''];
+  for await (const chunk of stream) for (const c of chunk.choices) text[c.index] += c.delta.content ?? '';
+  assert.deepEqual(text, whole.choices.map((c) => c.message.content));
+});
+
 test('errors arrive as the SDK error classes', async () => {
   await assert.rejects(client.chat.completions.create({ model: 'gpt-4o', messages }), (e) => {
     assert.ok(e instanceof OpenAI.NotFoundError);
@@ -177,7 +188,7 @@ test('errors arrive as the SDK error classes', async () => {
     assert.equal(e.param, 'model');
     return true;
   });
-  await assert.rejects(client.chat.completions.create({ model: modelId, messages, n: 2 }), (e) => {
+  await assert.rejects(client.chat.completions.create({ model: modelId, messages, n: 0 }), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError);
     assert.equal(e.param, 'n');
     return true;
