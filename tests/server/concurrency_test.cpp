@@ -30,6 +30,7 @@ std::unique_ptr<model::Model> hybrid_with_qwen3_vocab(model::SyntheticCheckpoint
 Json request_body(int i) {
   return test::chat_body(fmt::format("Client {} asks: what comes after {}?", i, i * 37),
                          {{"max_tokens", 24},
+                          {"ignore_eos", true},  // every answer runs its 24 tokens
                           {"temperature", 0},
                           {"stream", true},
                           {"chat_template_kwargs", {{"enable_thinking", false}}}});
