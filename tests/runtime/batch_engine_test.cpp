@@ -5,6 +5,7 @@
 // generate, and cancellations (by the callback and while waiting).
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,9 @@
 #include "runtime/engine.h"
 #include "runtime/request_queue.h"
 #include "batch_check.h"
+#include "formats/safetensors.h"
+#include "model/synthetic.h"
+#include "../model/tiny_configs.h"
 
 namespace strata {
 namespace {
@@ -45,9 +49,24 @@ class BatchExactness : public ::testing::TestWithParam<Case> {
     return o;
   }
   static std::vector<int32_t> base() { return test::load_golden("llama").prompt; }
-  std::unique_ptr<model::Model> load() const {
-    return model::load_model(test::test_fixture(std::string("models/") + GetParam().model));
+  // A fixture's name, or "q4_<family>": a random-weight checkpoint of a tiny config, every matrix
+  // MLX 4-bit (the quantized decode kernels).
+  std::unique_ptr<model::Model> load() {
+    const std::string name = GetParam().model;
+    if (name.rfind("q4_", 0) != 0) return model::load_model(test::test_fixture("models/" + name));
+    Json config;
+    if (name == "q4_dense") {
+      config = Json::parse(R"({"model_type": "llama", "vocab_size": 320, "hidden_size": 128,
+        "intermediate_size": 192, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 500000.0})");
+    } else {
+      config = test::tiny_hybrid_config(name == "q4_moe");
+    }
+    checkpoints_.push_back(model::make_synthetic_checkpoint(config, {.bits = 4, .group_size = 32}));
+    const model::SyntheticCheckpoint& ck = checkpoints_.back();
+    return model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors));
   }
+  std::deque<model::SyntheticCheckpoint> checkpoints_;  // their memory outlives the models
 };
 
 TEST_P(BatchExactness, OneRequestIsItsSoloSelf) {
@@ -125,7 +144,10 @@ INSTANTIATE_TEST_SUITE_P(Models, BatchExactness,
                                            Case{"qwen35", EngineOptions::RunAhead::kOff},
                                            Case{"qwen35", EngineOptions::RunAhead::kOn},
                                            Case{"qwen35_moe", EngineOptions::RunAhead::kOff},
-                                           Case{"qwen35_moe", EngineOptions::RunAhead::kOn}),
+                                           Case{"qwen35_moe", EngineOptions::RunAhead::kOn},
+                                           Case{"q4_dense", EngineOptions::RunAhead::kOff},
+                                           Case{"q4_hybrid", EngineOptions::RunAhead::kOff},
+                                           Case{"q4_moe", EngineOptions::RunAhead::kOff}),
                          [](const auto& info) {
                            return std::string(info.param.model) +
                                   (info.param.run_ahead == EngineOptions::RunAhead::kOn ? "_ahead" : "_plain");
