@@ -1,6 +1,7 @@
 // On the GPU, requests run together give exactly the tokens each gives alone (greedy and seeded
 // sampling, dense, hybrid and MoE fixtures), with run-ahead on as it is by default there: batches
-// of 3 and 17 with prompts cut into several chunks, arrivals while others run, and slot reuse.
+// of 3 and 17 with prompts cut into several chunks, arrivals while others run, slot reuse, and
+// cancellations.
 #include <gtest/gtest.h>
 
 #include "backend/memory.h"
@@ -41,6 +42,12 @@ TEST_P(CudaBatchExactness, SeventeenRequestsArrivingWhileOthersRunInFewerSlots) 
   runtime::Engine solo(load(), options(1));
   runtime::Engine batch(load(), options(9));
   test::check_batch(solo, batch, test::load_golden("llama").prompt, 17, {0, 0, 0, 1, 2, 3, 5, 8, 8, 9, 13, 21});
+}
+
+TEST_P(CudaBatchExactness, CancellationsLeaveTheOthersExact) {
+  runtime::Engine solo(load(), options(1));
+  runtime::Engine batch(load(), options(3));
+  test::check_cancellations(solo, batch, test::load_golden("llama").prompt);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaBatchExactness, ::testing::Values("llama", "qwen35", "qwen35_moe"));

@@ -103,39 +103,7 @@ TEST_P(BatchExactness, MoreRequestsThanSlotsReuseThem) {
 TEST_P(BatchExactness, CancellationsLeaveTheOthersExact) {
   Engine solo(load(), options(1));
   Engine batch(load(), options(3));
-  const std::vector<int32_t> base = test::load_golden("llama").prompt;
-  const int64_t V = solo.model().config().vocab_size;
-  std::vector<Outcome> alone;
-  std::vector<std::shared_ptr<test::Recorder>> works;
-  for (int i = 0; i < 6; ++i) {
-    alone.push_back(run_alone(solo, nth_request(base, V, i)));
-    works.push_back(recorder_for(nth_request(base, V, i)));
-  }
-  works[1]->stop_after = 2;  // its client stops after two tokens
-  works[5]->cancel();        // cancelled while it waits for a slot
-  for (auto& w : works) batch.add(w);
-  for (int steps = 0; !batch.idle(); ++steps) {
-    if (steps == 3) works[2]->cancel();  // cancelled while running (perhaps prefilling)
-    batch.step();
-  }
-  for (int i : {0, 3, 4}) {
-    ASSERT_TRUE(works[i]->result) << i;
-    EXPECT_EQ(works[i]->result->tokens, alone[i].tokens) << i;
-  }
-  ASSERT_TRUE(works[1]->result);
-  EXPECT_EQ(works[1]->result->finish_reason, FinishReason::kCancelled);
-  EXPECT_EQ(works[1]->result->tokens, std::vector<int32_t>(alone[1].tokens.begin(), alone[1].tokens.begin() + 2));
-  ASSERT_TRUE(works[2]->result);
-  EXPECT_EQ(works[2]->result->finish_reason, FinishReason::kCancelled);
-  const auto& t2 = works[2]->result->tokens;
-  EXPECT_TRUE(std::equal(t2.begin(), t2.end(), alone[2].tokens.begin())) << "a cancelled request's tokens are its solo prefix";
-  ASSERT_TRUE(works[5]->result);
-  EXPECT_EQ(works[5]->result->finish_reason, FinishReason::kCancelled);
-  EXPECT_TRUE(works[5]->result->tokens.empty());
-  const runtime::EngineStats s = batch.stats();
-  EXPECT_EQ(s.cancelled, 2u);  // a callback that stops is an end, not a cancel (a stop string)
-  EXPECT_EQ(s.finished, 4u);
-  EXPECT_EQ(s.slots_free, 3);
+  test::check_cancellations(solo, batch, base());
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchExactness,
