@@ -52,7 +52,9 @@ class Recorder final : public runtime::Work {
 inline GenerationRequest nth_request(const std::vector<int32_t>& base, int64_t vocab, int i) {
   GenerationRequest r;
   const size_t len = 1 + static_cast<size_t>((i * 7) % 40);
-  for (size_t k = 0; k < len; ++k) r.prompt.push_back(static_cast<int32_t>((base[k % base.size()] + i * 13 + static_cast<int>(k)) % vocab));
+  for (size_t k = 0; k < len; ++k)
+    r.prompt.push_back(
+        static_cast<int32_t>((base[k % base.size()] + i * 13 + static_cast<int>(k)) % vocab));
   r.max_tokens = 3 + (i * 5) % 12;
   r.sampling.temperature = 0.0f;
   if (i % 3 == 1) {
@@ -74,7 +76,8 @@ struct Outcome {
 
 inline Outcome run_alone(Engine& engine, GenerationRequest request) {
   Outcome o;
-  if (request.top_logprobs >= 0) request.on_logprob = [&](const runtime::TokenLogprob& lp) { o.logprobs.push_back(lp); };
+  if (request.top_logprobs >= 0)
+    request.on_logprob = [&](const runtime::TokenLogprob& lp) { o.logprobs.push_back(lp); };
   const GenerationResult r = engine.generate(request);
   o.tokens = r.tokens;
   o.reason = r.finish_reason;
@@ -91,8 +94,9 @@ inline std::shared_ptr<Recorder> recorder_for(GenerationRequest request) {
   return w;
 }
 
-inline void expect_same_logprobs(const std::vector<runtime::TokenLogprob>& a, const std::vector<runtime::TokenLogprob>& b,
-                          const std::string& what) {
+inline void expect_same_logprobs(const std::vector<runtime::TokenLogprob>& a,
+                                 const std::vector<runtime::TokenLogprob>& b,
+                                 const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].token, b[i].token) << what;
@@ -115,7 +119,8 @@ inline void check_batch(Engine& solo, Engine& batch, const std::vector<int32_t>&
   int steps = 0;
   size_t next = 0;
   while (next < works.size() || !batch.idle()) {
-    while (next < works.size() && (next >= arrive_after.size() || arrive_after[next] <= steps)) batch.add(works[next++]);
+    while (next < works.size() && (next >= arrive_after.size() || arrive_after[next] <= steps))
+      batch.add(works[next++]);
     batch.step();
     ++steps;
     ASSERT_LT(steps, 10000) << "the engine does not finish";
@@ -154,11 +159,13 @@ inline void check_cancellations(Engine& solo, Engine& batch, const std::vector<i
   }
   ASSERT_TRUE(works[1]->result);
   EXPECT_EQ(works[1]->result->finish_reason, FinishReason::kCancelled);
-  EXPECT_EQ(works[1]->result->tokens, std::vector<int32_t>(alone[1].tokens.begin(), alone[1].tokens.begin() + 2));
+  EXPECT_EQ(works[1]->result->tokens,
+            std::vector<int32_t>(alone[1].tokens.begin(), alone[1].tokens.begin() + 2));
   ASSERT_TRUE(works[2]->result);
   EXPECT_EQ(works[2]->result->finish_reason, FinishReason::kCancelled);
   const auto& t2 = works[2]->result->tokens;
-  EXPECT_TRUE(std::equal(t2.begin(), t2.end(), alone[2].tokens.begin())) << "a cancelled request's tokens are its solo prefix";
+  EXPECT_TRUE(std::equal(t2.begin(), t2.end(), alone[2].tokens.begin()))
+      << "a cancelled request's tokens are its solo prefix";
   ASSERT_TRUE(works[5]->result);
   EXPECT_EQ(works[5]->result->finish_reason, FinishReason::kCancelled);
   EXPECT_TRUE(works[5]->result->tokens.empty());

@@ -23,7 +23,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 // One request: token arrival times, in seconds from the run's start.
 class TimedWork final : public runtime::Work {
@@ -50,8 +52,8 @@ struct Level {
   double steady_tok_s = 0;     // tokens while every request decodes, over that window
   double per_seq_tok_s = 0;    // mean over requests of (tokens − 1) / (last − first token)
   double ttft_mean_ms = 0, ttft_max_ms = 0;
-  double step_ms = 0;          // steady window / steps in it
-  double gb_per_step = 0;      // weights as read (once per sequence today) + state + KV
+  double step_ms = 0;              // steady window / steps in it
+  double gb_per_step = 0;          // weights as read (once per sequence today) + state + KV
   double gb_per_step_batched = 0;  // the same with the weights read once a step
 };
 
@@ -85,16 +87,17 @@ Level run_level(runtime::Engine& engine, int64_t n, const ConcurrencyPlan& plan)
   double last_first = 0, first_end = 1e300, ttft_sum = 0, per_seq_sum = 0;
   int64_t generated = 0;
   for (const auto& w : works) {
-    check(w->error.empty() && static_cast<int64_t>(w->times.size()) == plan.tokens, ErrorKind::kInternal,
-          "bench: a request generated {} of {} tokens{}", w->times.size(), plan.tokens,
-          w->error.empty() ? "" : ": " + w->error);
+    check(w->error.empty() && static_cast<int64_t>(w->times.size()) == plan.tokens,
+          ErrorKind::kInternal, "bench: a request generated {} of {} tokens{}", w->times.size(),
+          plan.tokens, w->error.empty() ? "" : ": " + w->error);
     generated += static_cast<int64_t>(w->times.size());
     last_first = std::max(last_first, w->times.front());
     first_end = std::min(first_end, w->times.back());
     ttft_sum += w->times.front();
     l.ttft_max_ms = std::max(l.ttft_max_ms, w->times.front() * 1e3);
     if (w->times.size() > 1)
-      per_seq_sum += static_cast<double>(w->times.size() - 1) / (w->times.back() - w->times.front());
+      per_seq_sum +=
+          static_cast<double>(w->times.size() - 1) / (w->times.back() - w->times.front());
   }
   l.ttft_mean_ms = ttft_sum / static_cast<double>(n) * 1e3;
   l.per_seq_tok_s = per_seq_sum / static_cast<double>(n);
@@ -102,9 +105,11 @@ Level run_level(runtime::Engine& engine, int64_t n, const ConcurrencyPlan& plan)
   // The steady window: every request has its first token and none has ended.
   int64_t in_window = 0;
   for (const auto& w : works)
-    in_window += std::count_if(w->times.begin(), w->times.end(), [&](double t) { return t > last_first && t <= first_end; });
+    in_window += std::count_if(w->times.begin(), w->times.end(),
+                               [&](double t) { return t > last_first && t <= first_end; });
   const double window = first_end - last_first;
-  const auto window_steps = std::count_if(step_end.begin(), step_end.end(), [&](double t) { return t > last_first && t <= first_end; });
+  const auto window_steps = std::count_if(
+      step_end.begin(), step_end.end(), [&](double t) { return t > last_first && t <= first_end; });
   if (window > 0 && window_steps > 0) {
     l.steady_tok_s = static_cast<double>(in_window) / window;
     l.step_ms = window / static_cast<double>(window_steps) * 1e3;
@@ -115,46 +120,54 @@ Level run_level(runtime::Engine& engine, int64_t n, const ConcurrencyPlan& plan)
 }  // namespace
 
 std::string concurrency_table_header() {
-  return "| model | bits | requests | aggregate tok/s | steady decode tok/s | per-sequence tok/s | TTFT mean ms | "
+  return "| model | bits | requests | aggregate tok/s | steady decode tok/s | per-sequence tok/s | "
+         "TTFT mean ms | "
          "TTFT max ms | step ms | GB/step as run | GB/step batched | % of peak BW |\n"
          "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 }
 
-std::string bench_concurrency(const std::string& name, const Json& config, int bits, const Settings& settings,
-                              const ConcurrencyPlan& plan, double peak_bandwidth) {
+std::string bench_concurrency(const std::string& name, const Json& config, int bits,
+                              const Settings& settings, const ConcurrencyPlan& plan,
+                              double peak_bandwidth) {
   const model::SyntheticCheckpoint ck = model::make_synthetic_checkpoint(config, {.bits = bits});
   std::string out;
   const int64_t most = *std::max_element(plan.levels.begin(), plan.levels.end());
   const int64_t ctx = plan.prompt + plan.tokens + 1;
   runtime::EngineOptions options = engine_options(settings, ctx);
   options.parallel = most;
-  runtime::Engine engine(model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors),
-                                           load_options(settings, "")),
-                         options);
+  runtime::Engine engine(
+      model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors),
+                        load_options(settings, "")),
+      options);
   const model::ModelInfo info = engine.model().info();
   {
     runtime::GenerationRequest warm;  // workspaces, cuBLAS, the first graphs
-    warm.prompt = prompt_of(0, std::min<int64_t>(plan.prompt, 64), engine.model().config().vocab_size);
+    warm.prompt =
+        prompt_of(0, std::min<int64_t>(plan.prompt, 64), engine.model().config().vocab_size);
     warm.max_tokens = 4;
     warm.sampling.temperature = 0.0f;
     (void)engine.generate(warm);
   }
   for (int64_t n : plan.levels) {
-    std::fprintf(stderr, "bench: %s %d-bit: %lld requests at once\n", name.c_str(), bits, static_cast<long long>(n));
+    std::fprintf(stderr, "bench: %s %d-bit: %lld requests at once\n", name.c_str(), bits,
+                 static_cast<long long>(n));
     try {
       Level l = run_level(engine, n, plan);
       // A decode step reads the weights once per sequence today (each runs its own forward), every
       // sequence's recurrent state (read and written) and its KV rows so far.
       const double weights = static_cast<double>(info.weight_bytes);
       const double state = 2.0 * static_cast<double>(info.state_bytes_fixed) +
-                           static_cast<double>(info.state_bytes_per_token) * static_cast<double>(plan.prompt + plan.tokens / 2);
+                           static_cast<double>(info.state_bytes_per_token) *
+                               static_cast<double>(plan.prompt + plan.tokens / 2);
       l.gb_per_step = (weights * static_cast<double>(n) + state * static_cast<double>(n)) / 1e9;
       l.gb_per_step_batched = (weights + state * static_cast<double>(n)) / 1e9;
       const double bw = l.step_ms > 0 ? l.gb_per_step * 1e9 / (l.step_ms / 1e3) : 0;
-      out += fmt::format("| {} | {} | {} | {:.0f} | {:.0f} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.2f} | {:.2f} | {} |\n",
-                         name, bits, n, l.aggregate_tok_s, l.steady_tok_s, l.per_seq_tok_s, l.ttft_mean_ms,
-                         l.ttft_max_ms, l.step_ms, l.gb_per_step, l.gb_per_step_batched,
-                         peak_bandwidth > 0 ? fmt::format("{:.0f}%", 100.0 * bw / peak_bandwidth) : "n/a");
+      out += fmt::format(
+          "| {} | {} | {} | {:.0f} | {:.0f} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.2f} | {:.2f} "
+          "| {} |\n",
+          name, bits, n, l.aggregate_tok_s, l.steady_tok_s, l.per_seq_tok_s, l.ttft_mean_ms,
+          l.ttft_max_ms, l.step_ms, l.gb_per_step, l.gb_per_step_batched,
+          peak_bandwidth > 0 ? fmt::format("{:.0f}%", 100.0 * bw / peak_bandwidth) : "n/a");
     } catch (const std::exception& e) {
       std::string why = e.what();
       std::replace(why.begin(), why.end(), '|', '/');
@@ -166,16 +179,22 @@ std::string bench_concurrency(const std::string& name, const Json& config, int b
 
 std::string concurrency_notes(const ConcurrencyPlan& plan) {
   return fmt::format(
-      "\nEach run adds its requests at once ({}-token prompts of distinct token ids, {} greedy tokens each, no "
-      "stop) to one engine with a slot per request of the largest run; the engine steps until all end.\n"
+      "\nEach run adds its requests at once ({}-token prompts of distinct token ids, {} greedy "
+      "tokens each, no "
+      "stop) to one engine with a slot per request of the largest run; the engine steps until all "
+      "end.\n"
       "- aggregate tok/s: every generated token over the run's wall time (prefill included).\n"
-      "- steady decode tok/s: tokens that arrived while every request was decoding (after the last first token, "
+      "- steady decode tok/s: tokens that arrived while every request was decoding (after the last "
+      "first token, "
       "before the first end), over that window; step ms: that window over the engine steps in it.\n"
       "- per-sequence tok/s: mean over requests of (tokens − 1) / (last token − first token).\n"
       "- TTFT: from the run's start (all requests added) to each request's first token.\n"
-      "- GB/step as run: each sequence runs its own forward today, so a step reads the weights once per "
-      "sequence, plus every sequence's recurrent state (read and written) and KV rows (at the run's mean "
-      "context); GB/step batched: the same with the weights read once per step. % of peak BW: GB/step as run "
+      "- GB/step as run: each sequence runs its own forward today, so a step reads the weights "
+      "once per "
+      "sequence, plus every sequence's recurrent state (read and written) and KV rows (at the "
+      "run's mean "
+      "context); GB/step batched: the same with the weights read once per step. % of peak BW: "
+      "GB/step as run "
       "over step ms.\n",
       plan.prompt, plan.tokens);
 }

@@ -21,8 +21,9 @@ struct ConcurrencyPlan {
 // The markdown rows (after concurrency_table_header()) of one model: config (random weights of
 // `bits`) loaded with `settings`, one run per level. A level that fails is a row with its error.
 std::string concurrency_table_header();
-std::string bench_concurrency(const std::string& name, const Json& config, int bits, const Settings& settings,
-                              const ConcurrencyPlan& plan, double peak_bandwidth);
+std::string bench_concurrency(const std::string& name, const Json& config, int bits,
+                              const Settings& settings, const ConcurrencyPlan& plan,
+                              double peak_bandwidth);
 std::string concurrency_notes(const ConcurrencyPlan& plan);
 
 }  // namespace strata::cli

@@ -24,9 +24,12 @@ namespace strata::runtime {
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
   }
   return "stop";
 }
@@ -35,7 +38,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 }  // namespace
 
@@ -50,7 +55,8 @@ void Work::on_failure(std::exception_ptr error) {
 }
 
 struct Engine::SlotTools {
-  SlotTools(Device device, int64_t vocab) : readbacks{backend::Readback(device), backend::Readback(device)} {
+  SlotTools(Device device, int64_t vocab)
+      : readbacks{backend::Readback(device), backend::Readback(device)} {
     logits = backend::Buffer(device, DType::kF32, {vocab});
     for (backend::Buffer& t : tokens) t = backend::Buffer(device, DType::kI32, {1});
   }
@@ -83,7 +89,7 @@ struct Engine::Active {
   int pick_slot = 0;          // the tools' token and readback the pending pick uses
   bool ahead = false;         // the pending pick's own step is queued (phase 1)
   bool done = false;
-  std::vector<int32_t> feed;  // tokens to run through the model before the next pick
+  std::vector<int32_t> feed;      // tokens to run through the model before the next pick
   std::mt19937_64 random_before;  // the sampler's stream before a pick run ahead
   std::vector<float> logprobs;    // log-softmax of the last host logits (when asked for)
   TokenLogprob logprob;
@@ -114,8 +120,9 @@ void fill_logprob(std::span<const float> logprobs, int32_t token, int top, Token
   for (size_t i = 0; i < logprobs.size(); ++i) {
     const float v = logprobs[i];
     if (static_cast<int>(out.top.size()) == top && v <= out.top.back().second) continue;
-    auto pos = std::upper_bound(out.top.begin(), out.top.end(), v,
-                                [](float x, const std::pair<int32_t, float>& e) { return x > e.second; });
+    auto pos =
+        std::upper_bound(out.top.begin(), out.top.end(), v,
+                         [](float x, const std::pair<int32_t, float>& e) { return x > e.second; });
     out.top.insert(pos, {static_cast<int32_t>(i), v});
     if (static_cast<int>(out.top.size()) > top) out.top.pop_back();
   }
@@ -127,7 +134,9 @@ class SoloWork final : public Work {
   explicit SoloWork(const TokenCallback& on_token) : on_token_(on_token) {}
   bool on_token(int32_t id) override { return !on_token_ || on_token_(id); }
   void on_finish(const GenerationResult& result) override { result_ = result; }
-  void on_error(const std::string& message) override { error_ = std::make_exception_ptr(Error(ErrorKind::kInternal, message)); }
+  void on_error(const std::string& message) override {
+    error_ = std::make_exception_ptr(Error(ErrorKind::kInternal, message));
+  }
   void on_failure(std::exception_ptr error) override { error_ = std::move(error); }
 
   GenerationResult take() {
@@ -149,7 +158,8 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
       pool_(*model_, options_.parallel, options_.context_size),
       logits_(DType::kF32, {model_->config().vocab_size}) {
   check(options_.prefill_chunk > 0, ErrorKind::kInvalidInput, "the prefill chunk must be positive");
-  check(options_.step_tokens >= 0, ErrorKind::kInvalidInput, "the step token budget must not be negative");
+  check(options_.step_tokens >= 0, ErrorKind::kInvalidInput,
+        "the step token budget must not be negative");
   if (options_.step_tokens == 0) options_.step_tokens = 16 * options_.prefill_chunk;
   for (int64_t i = 0; i < pool_.slots(); ++i)
     tools_.push_back(std::make_unique<SlotTools>(model_->device(), model_->config().vocab_size));
@@ -177,7 +187,8 @@ void Engine::validate(const GenerationRequest& request) const {
         "the prompt has {} tokens; the context size is {}", prompt_len, options_.context_size);
   const int64_t V = model_->config().vocab_size;
   for (int32_t id : request.prompt)
-    check(id >= 0 && id < V, ErrorKind::kInvalidInput, "prompt token {} is outside the vocabulary (size {})", id, V);
+    check(id >= 0 && id < V, ErrorKind::kInvalidInput,
+          "prompt token {} is outside the vocabulary (size {})", id, V);
   check(request.top_logprobs <= 20, ErrorKind::kInvalidInput, "top_logprobs must be at most 20");
   check_sampling(request.sampling);
 }
@@ -210,7 +221,8 @@ EngineStats Engine::stats() const {
 }
 
 void Engine::publish() {
-  stats_.running = std::count_if(running_.begin(), running_.end(), [](const auto& a) { return !a->done; });
+  stats_.running =
+      std::count_if(running_.begin(), running_.end(), [](const auto& a) { return !a->done; });
   stats_.waiting = static_cast<int64_t>(waiting_.size());
   stats_.slots_free = pool_.free_slots();
   std::lock_guard lock(stats_mutex_);
@@ -304,7 +316,10 @@ void Engine::step() {
     }
   };
   run_ahead_all();
-  for (auto& a : running_) guarded(*a, [&](Active& r) { if (r.pick_pending) read_pick(r); });
+  for (auto& a : running_)
+    guarded(*a, [&](Active& r) {
+      if (r.pick_pending) read_pick(r);
+    });
   // Decodes count against the step's budget; prompts take whole chunks in arrival order, and the
   // first always runs, so every prompt is cut into the same chunks whatever the load.
   int64_t budget = options_.step_tokens;
@@ -335,7 +350,8 @@ void Engine::run_ahead_all() {
   for (auto& a : running_)
     if (may_run_ahead_now(*a)) {
       batch_.push_back(a.get());
-      entries_.push_back(DecodeEntry{a->seq, 0, a->tools->tokens[a->pick_slot].view(), a->tools->logits.view()});
+      entries_.push_back(
+          DecodeEntry{a->seq, 0, a->tools->tokens[a->pick_slot].view(), a->tools->logits.view()});
     }
   if (batch_.empty()) return;
   if (!decode_batch()) return;
@@ -410,7 +426,8 @@ void Engine::read_pick(Active& a) {
   if (a.ahead) a.seq->resolve_pending(token);
 
   ControlDecision decision;
-  if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) != request.stop_ids.end()) {
+  if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) !=
+      request.stop_ids.end()) {
     std::optional<ControlDecision> instead;
     if (request.controller) instead = request.controller->on_end(token);
     if (!instead) {
@@ -418,7 +435,8 @@ void Engine::read_pick(Active& a) {
       finish(a);
       return;
     }
-    check(!instead->keep, ErrorKind::kInternal, "a token controller kept an end-of-generation token");
+    check(!instead->keep, ErrorKind::kInternal,
+          "a token controller kept an end-of-generation token");
     decision = std::move(*instead);
   } else if (request.controller) {
     decision = request.controller->on_sampled(token);
@@ -453,13 +471,15 @@ void Engine::read_pick(Active& a) {
   if (decision.keep) more = emit(token) && more;
   for (int32_t t : decision.inject) {
     check(t >= 0 && t < V, ErrorKind::kInternal, "injected token {} is outside the vocabulary", t);
-    if (a.result.finish_reason == FinishReason::kCancelled || static_cast<int64_t>(a.result.tokens.size()) >= a.budget)
+    if (a.result.finish_reason == FinishReason::kCancelled ||
+        static_cast<int64_t>(a.result.tokens.size()) >= a.budget)
       break;
     request.controller->on_injected(t);
     ++a.result.injected_tokens;
     more = emit(t) && more;
   }
-  if (a.result.finish_reason != FinishReason::kCancelled && decision.stop) a.result.finish_reason = decision.reason;
+  if (a.result.finish_reason != FinishReason::kCancelled && decision.stop)
+    a.result.finish_reason = decision.reason;
   if (a.result.finish_reason == FinishReason::kCancelled || decision.stop || !more) {
     finish(a);  // budget spent: no need to run the model for a token we will not sample
     return;
@@ -473,8 +493,10 @@ void Engine::read_pick(Active& a) {
 
 void Engine::prefill(Active& a) {
   const int64_t n = std::min(options_.prefill_chunk, a.prompt_len() - a.prefilled);
-  a.seq->forward(*model_, std::span<const int32_t>(a.request().prompt).subspan(static_cast<size_t>(a.prefilled), n),
-                 a.tools->logits.view(), false);
+  a.seq->forward(
+      *model_,
+      std::span<const int32_t>(a.request().prompt).subspan(static_cast<size_t>(a.prefilled), n),
+      a.tools->logits.view(), false);
   stats_.step_tokens += static_cast<uint64_t>(n);
   a.prefilled += n;
   if (a.prefilled < a.prompt_len()) return;
@@ -529,14 +551,17 @@ void Engine::edit_on_device(Active& a, const Tensor& logits) {
   t.edit_words.resize(static_cast<size_t>(3 * n));
   std::copy(t.edits.ids.begin(), t.edits.ids.end(), t.edit_words.begin());
   std::copy(t.edits.counts.begin(), t.edits.counts.end(), t.edit_words.begin() + n);
-  std::memcpy(t.edit_words.data() + 2 * n, t.edits.biases.data(), static_cast<size_t>(n) * sizeof(float));
+  std::memcpy(t.edit_words.data() + 2 * n, t.edits.biases.data(),
+              static_cast<size_t>(n) * sizeof(float));
   if (t.edit_buffer.empty() || t.edit_buffer.numel() < 3 * n)
-    t.edit_buffer = backend::Buffer(model_->device(), DType::kI32, {std::max<int64_t>(3 * n, 3 * 1024)});
+    t.edit_buffer =
+        backend::Buffer(model_->device(), DType::kI32, {std::max<int64_t>(3 * n, 3 * 1024)});
   const Tensor words = t.edit_buffer.view().rows(0, 3 * n);
   backend::copy_from_host(t.edit_words.data(), words);
   Tensor biases = words.rows(2 * n, 3 * n);
   biases.dtype = DType::kF32;
-  backend::edit_logits(logits, words.rows(0, n), words.rows(n, 2 * n), biases, a.sampler->penalties());
+  backend::edit_logits(logits, words.rows(0, n), words.rows(n, 2 * n), biases,
+                       a.sampler->penalties());
 }
 
 void Engine::finish(Active& a) {
@@ -559,7 +584,8 @@ void Engine::finish(Active& a) {
     ++stats_.cancelled;
   else
     ++stats_.finished;
-  if (!a.result.tokens.empty() || a.result.prefill_seconds > 0) stats_.prompt_tokens += a.request().prompt.size();
+  if (!a.result.tokens.empty() || a.result.prefill_seconds > 0)
+    stats_.prompt_tokens += a.request().prompt.size();
   stats_.generated_tokens += a.result.tokens.size();
   stats_.prefill_seconds += a.result.prefill_seconds;
   stats_.decode_seconds += a.result.decode_seconds;

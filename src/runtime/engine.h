@@ -6,18 +6,17 @@
 // so a request's tokens are exactly those it gets alone. generate() is one request run this way.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <atomic>
-#include <deque>
-#include <exception>
-#include <mutex>
 
 #include "backend/memory.h"
 #include "core/tensor.h"
@@ -51,7 +50,7 @@ const char* finish_reason_name(FinishReason reason);
 
 // What a TokenController wants done with a sampled token.
 struct ControlDecision {
-  bool keep = true;             // emit the sampled token (false: drop it; then `inject` must not be empty)
+  bool keep = true;  // emit the sampled token (false: drop it; then `inject` must not be empty)
   std::vector<int32_t> inject;  // tokens to emit after it, fed through the model as if generated
   bool stop = false;            // end generation after this step (with `reason`)
   FinishReason reason = FinishReason::kStop;
@@ -86,7 +85,7 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 256;  // hard cap on emitted tokens (sampled + injected)
   SamplingParams sampling;
-  std::vector<int32_t> stop_ids;  // end-of-generation tokens (not included in the output)
+  std::vector<int32_t> stop_ids;          // end-of-generation tokens (not included in the output)
   TokenController* controller = nullptr;  // optional; not owned
   // Log-probabilities: -1 off; 0..20 the sampled token's plus that many alternatives, passed to
   // on_logprob just before the token itself reaches the TokenCallback (injected tokens have none).
@@ -131,19 +130,19 @@ class Work {
 };
 
 struct EngineStats {
-  int64_t running = 0;     // requests holding a slot
-  int64_t waiting = 0;     // added, not yet running
+  int64_t running = 0;  // requests holding a slot
+  int64_t waiting = 0;  // added, not yet running
   int64_t slots = 0;
   int64_t slots_free = 0;
-  uint64_t steps = 0;          // steps run
-  uint64_t step_tokens = 0;    // tokens the model ran in them (prompt chunks and decoded tokens)
-  uint64_t step_requests = 0;  // requests in them, summed over steps
+  uint64_t steps = 0;            // steps run
+  uint64_t step_tokens = 0;      // tokens the model ran in them (prompt chunks and decoded tokens)
+  uint64_t step_requests = 0;    // requests in them, summed over steps
   uint64_t decode_forwards = 0;  // model steps that ran decode tokens (one per group of sequences)
   uint64_t decode_tokens = 0;    // the decode tokens they ran
-  uint64_t finished = 0;       // ran to a stop or length
-  uint64_t cancelled = 0;      // by their client (Work::cancel or a false on_token)
-  uint64_t failed = 0;         // invalid, or the engine threw
-  uint64_t prompt_tokens = 0;  // of requests whose prompt ran
+  uint64_t finished = 0;         // ran to a stop or length
+  uint64_t cancelled = 0;        // by their client (Work::cancel or a false on_token)
+  uint64_t failed = 0;           // invalid, or the engine threw
+  uint64_t prompt_tokens = 0;    // of requests whose prompt ran
   uint64_t generated_tokens = 0;
   double prefill_seconds = 0;  // summed over requests
   double decode_seconds = 0;
@@ -161,11 +160,12 @@ class Engine {
   GenerationResult generate(const GenerationRequest& request, const TokenCallback& on_token = {});
 
   // Many requests: add() queues one (it runs when a slot is free), step() runs one step of every
-  // running request. Invalid requests end with on_error. Not thread-safe: one thread adds and steps.
+  // running request. Invalid requests end with on_error. Not thread-safe: one thread adds and
+  // steps.
   void add(std::shared_ptr<Work> work);
   void step();
-  bool idle() const;  // nothing running or waiting
-  void cancel_all();  // every running and waiting request (they end at the next step)
+  bool idle() const;          // nothing running or waiting
+  void cancel_all();          // every running and waiting request (they end at the next step)
   EngineStats stats() const;  // any thread
 
  private:
@@ -176,10 +176,10 @@ class Engine {
   void admit();
   void start(std::shared_ptr<Work> work, int slot);
   bool may_run_ahead_now(const Active& a) const;
-  void run_ahead_all();           // phase 1
-  void read_pick(Active& a);      // phase 2
+  void run_ahead_all();            // phase 1
+  void read_pick(Active& a);       // phase 2
   void feed_all(int64_t& budget);  // phase 3's decodes
-  bool decode_batch();            // entries_ as batched steps; false (batch_ failed) on an error
+  bool decode_batch();             // entries_ as batched steps; false (batch_ failed) on an error
   void prefill(Active& a);
   void queue_pick(Active& a, int s);
   int32_t await_pick(Active& a, int s);
@@ -192,17 +192,17 @@ class Engine {
   EngineOptions options_;
   StatePool pool_;
   std::vector<std::unique_ptr<SlotTools>> tools_;  // one per slot
-  HostTensor logits_;  // a host pick's logits (what the sampler reads)
+  HostTensor logits_;                              // a host pick's logits (what the sampler reads)
   // A step's decodes run together (forward_decode): the requests, their entries, the model's items.
   std::vector<Active*> batch_;
   std::vector<DecodeEntry> entries_;
   std::vector<model::DecodeItem> items_;
   std::deque<std::shared_ptr<Work>> waiting_;
   std::vector<std::unique_ptr<Active>> running_;  // in admission order
-  void publish();                  // stats_ with the live counts, to published_
-  EngineStats stats_;              // the engine thread's
+  void publish();                                 // stats_ with the live counts, to published_
+  EngineStats stats_;                             // the engine thread's
   mutable std::mutex stats_mutex_;
-  EngineStats published_;          // what stats() returns, on any thread
+  EngineStats published_;  // what stats() returns, on any thread
 };
 
 }  // namespace strata::runtime

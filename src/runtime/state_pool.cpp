@@ -7,11 +7,15 @@
 
 namespace strata::runtime {
 
-StatePool::StatePool(const model::Model& model, int64_t slots, int64_t capacity) : capacity_(capacity) {
-  check(slots > 0, ErrorKind::kInvalidInput, "the engine needs at least one sequence slot (got {})", slots);
-  check(capacity > 0, ErrorKind::kInvalidInput, "the context size must be positive (got {})", capacity);
+StatePool::StatePool(const model::Model& model, int64_t slots, int64_t capacity)
+    : capacity_(capacity) {
+  check(slots > 0, ErrorKind::kInvalidInput, "the engine needs at least one sequence slot (got {})",
+        slots);
+  check(capacity > 0, ErrorKind::kInvalidInput, "the context size must be positive (got {})",
+        capacity);
   sequences_.reserve(static_cast<size_t>(slots));
-  for (int64_t i = 0; i < slots; ++i) sequences_.push_back(std::make_unique<Sequence>(model, capacity));
+  for (int64_t i = 0; i < slots; ++i)
+    sequences_.push_back(std::make_unique<Sequence>(model, capacity));
   for (int64_t i = slots - 1; i >= 0; --i) free_.push_back(static_cast<int>(i));
   bytes_ = static_cast<size_t>(slots) * slot_bytes(model.info(), capacity);
 }

@@ -5,7 +5,8 @@
 
 namespace strata::server {
 
-GenerationQueue::GenerationQueue(runtime::Engine& engine, size_t max_jobs) : max_jobs_(max_jobs), runner_(engine) {}
+GenerationQueue::GenerationQueue(runtime::Engine& engine, size_t max_jobs)
+    : max_jobs_(max_jobs), runner_(engine) {}
 
 Admission& Admission::operator=(Admission&& other) noexcept {
   if (this != &other) {

@@ -41,7 +41,8 @@ TEST_P(CudaBatchExactness, ThreeRequestsTogether) {
 TEST_P(CudaBatchExactness, SeventeenRequestsArrivingWhileOthersRunInFewerSlots) {
   runtime::Engine solo(load(), options(1));
   runtime::Engine batch(load(), options(9));
-  test::check_batch(solo, batch, test::load_golden("llama").prompt, 17, {0, 0, 0, 1, 2, 3, 5, 8, 8, 9, 13, 21});
+  test::check_batch(solo, batch, test::load_golden("llama").prompt, 17,
+                    {0, 0, 0, 1, 2, 3, 5, 8, 8, 9, 13, 21});
 }
 
 TEST_P(CudaBatchExactness, CancellationsLeaveTheOthersExact) {
@@ -50,7 +51,8 @@ TEST_P(CudaBatchExactness, CancellationsLeaveTheOthersExact) {
   test::check_cancellations(solo, batch, test::load_golden("llama").prompt);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaBatchExactness, ::testing::Values("llama", "qwen35", "qwen35_moe"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaBatchExactness,
+                         ::testing::Values("llama", "qwen35", "qwen35_moe"));
 
 }  // namespace
 }  // namespace strata

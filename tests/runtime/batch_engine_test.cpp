@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "model/golden.h"
-#include "runtime/engine.h"
-#include "runtime/request_queue.h"
+#include "../model/tiny_configs.h"
 #include "batch_check.h"
 #include "formats/safetensors.h"
+#include "model/golden.h"
 #include "model/synthetic.h"
-#include "../model/tiny_configs.h"
+#include "runtime/engine.h"
+#include "runtime/request_queue.h"
 
 namespace strata {
 namespace {
@@ -89,9 +89,11 @@ TEST_P(BatchExactness, SeventeenRequestsArrivingWhileOthersRun) {
   // decodes are two groups: those queued before the picks are read, and the rest.)
   const runtime::EngineStats s = batch.stats();
   if (GetParam().run_ahead == EngineOptions::RunAhead::kOff) {
-    EXPECT_GT(s.decode_tokens, 2 * s.decode_forwards) << s.decode_tokens << " tokens in " << s.decode_forwards;
+    EXPECT_GT(s.decode_tokens, 2 * s.decode_forwards)
+        << s.decode_tokens << " tokens in " << s.decode_forwards;
   }
-  EXPECT_GT(s.decode_tokens, s.decode_forwards) << s.decode_tokens << " tokens in " << s.decode_forwards;
+  EXPECT_GT(s.decode_tokens, s.decode_forwards)
+      << s.decode_tokens << " tokens in " << s.decode_forwards;
 }
 
 TEST_P(BatchExactness, MoreRequestsThanSlotsReuseThem) {
@@ -118,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(Models, BatchExactness,
                                            Case{"q4_moe", EngineOptions::RunAhead::kOff}),
                          [](const auto& info) {
                            return std::string(info.param.model) +
-                                  (info.param.run_ahead == EngineOptions::RunAhead::kOn ? "_ahead" : "_plain");
+                                  (info.param.run_ahead == EngineOptions::RunAhead::kOn ? "_ahead"
+                                                                                        : "_plain");
                          });
 
 // An invalid request fails alone: the others in its step are untouched.
@@ -149,7 +152,8 @@ TEST(RequestQueue, RunsSubmittedRequestsAndClosesCleanly) {
   EngineOptions o;
   o.context_size = 64;
   o.parallel = 3;
-  Engine solo(model::load_model(test::test_fixture("models/qwen35")), EngineOptions{.context_size = 64});
+  Engine solo(model::load_model(test::test_fixture("models/qwen35")),
+              EngineOptions{.context_size = 64});
   Engine engine(model::load_model(test::test_fixture("models/qwen35")), o);
   const std::vector<int32_t> base = test::load_golden("llama").prompt;
   std::vector<std::shared_ptr<test::Recorder>> works;
@@ -165,7 +169,9 @@ TEST(RequestQueue, RunsSubmittedRequestsAndClosesCleanly) {
   }
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(works[i]->result) << i;
-    EXPECT_EQ(works[i]->result->tokens, run_alone(solo, nth_request(base, engine.model().config().vocab_size, i)).tokens) << i;
+    EXPECT_EQ(works[i]->result->tokens,
+              run_alone(solo, nth_request(base, engine.model().config().vocab_size, i)).tokens)
+        << i;
   }
 }
 

@@ -1,10 +1,11 @@
 // The state pool: slots allocated once, handed out lowest first, each reset to empty (zeros) when
 // taken, and refused when all are taken.
+#include "runtime/state_pool.h"
+
 #include <gtest/gtest.h>
 
 #include "backend/memory.h"
 #include "model/model.h"
-#include "runtime/state_pool.h"
 #include "test_util.h"
 
 namespace strata {

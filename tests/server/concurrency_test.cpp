@@ -7,9 +7,9 @@
 #include <chrono>
 #include <thread>
 
+#include "../model/tiny_configs.h"
 #include "formats/safetensors.h"
 #include "model/synthetic.h"
-#include "../model/tiny_configs.h"
 #include "serve_process.h"
 #include "test_server.h"
 
@@ -94,12 +94,13 @@ TEST(ServerConcurrency, NChoicesAreSequencesOfTheirOwnWithSeedsSeedPlusI) {
   test::TestServer s(hybrid_with_qwen3_vocab(weights), {},
                      runtime::EngineOptions{.context_size = 256, .parallel = 4});
   auto body = [](int64_t seed, int n, bool stream) {
-    return test::chat_body("Pick some words.", {{"max_tokens", 12},
-                                                {"temperature", 1.0},
-                                                {"seed", seed},
-                                                {"n", n},
-                                                {"stream", stream},
-                                                {"chat_template_kwargs", {{"enable_thinking", false}}}});
+    return test::chat_body("Pick some words.",
+                           {{"max_tokens", 12},
+                            {"temperature", 1.0},
+                            {"seed", seed},
+                            {"n", n},
+                            {"stream", stream},
+                            {"chat_template_kwargs", {{"enable_thinking", false}}}});
   };
   std::vector<std::string> single;
   int64_t single_tokens = 0;
@@ -110,7 +111,8 @@ TEST(ServerConcurrency, NChoicesAreSequencesOfTheirOwnWithSeedsSeedPlusI) {
     single.push_back(j["choices"][0]["message"]["content"].get<std::string>());
     single_tokens += j["usage"]["completion_tokens"].get<int64_t>();
   }
-  EXPECT_TRUE(single[0] != single[1] || single[1] != single[2]) << "the seeds should give different answers";
+  EXPECT_TRUE(single[0] != single[1] || single[1] != single[2])
+      << "the seeds should give different answers";
 
   const test::HttpResult whole = s.post("/v1/chat/completions", body(7, 3, false));
   ASSERT_EQ(whole.status, 200) << whole.body;
@@ -137,7 +139,8 @@ TEST(ServerConcurrency, NChoicesAreSequencesOfTheirOwnWithSeedsSeedPlusI) {
     const int i = choice["index"].get<int>();
     ASSERT_GE(i, 0);
     ASSERT_LT(i, 3);
-    if (choice["delta"].contains("content")) content[i] += choice["delta"]["content"].get<std::string>();
+    if (choice["delta"].contains("content"))
+      content[i] += choice["delta"]["content"].get<std::string>();
     if (!choice["finish_reason"].is_null()) ++finishes[i];
   }
   EXPECT_TRUE(done);
