@@ -66,6 +66,12 @@ struct Engine::SlotTools {
   backend::Buffer tokens[2];
   backend::Readback readbacks[2];
   bool in_flight[2] = {false, false};  // a readback started and not yet waited for
+  // Waits for pick s's readback, if one is in flight, and forgets it (a pick no token will use).
+  void drop_pick(int s) {
+    if (!in_flight[s]) return;
+    in_flight[s] = false;
+    (void)readbacks[s].wait();
+  }
   // The sampler's logit edits (penalties, logit bias) applied to the logits where they lie.
   Sampler::LogitEdits edits;
   std::vector<int32_t> edit_words;  // the edits as uploaded: ids, counts, the biases' bits
@@ -447,8 +453,7 @@ void Engine::read_pick(Active& a) {
     // The step run ahead fed a token the plain loop would not feed alone: undo it and its pick.
     a.seq->truncate(a.seq->n_tokens() - 1);
     a.sampler->restore_random_state(a.random_before);
-    (void)a.tools->readbacks[1 - a.pick_slot].wait();
-    a.tools->in_flight[1 - a.pick_slot] = false;
+    a.tools->drop_pick(1 - a.pick_slot);
     a.ahead = false;
   }
   a.feed.clear();
@@ -567,11 +572,7 @@ void Engine::edit_on_device(Active& a, const Tensor& logits) {
 void Engine::finish(Active& a) {
   if (a.done) return;
   a.done = true;
-  for (int s = 0; s < 2; ++s)
-    if (a.tools->in_flight[s]) {  // a pick run ahead that no token will use
-      (void)a.tools->readbacks[s].wait();
-      a.tools->in_flight[s] = false;
-    }
+  for (int s = 0; s < 2; ++s) a.tools->drop_pick(s);  // a pick run ahead that no token will use
   const Clock::time_point now = Clock::now();
   if (a.decoding) {
     a.result.decode_seconds = seconds_between(a.decode_started, now);
@@ -602,8 +603,7 @@ void Engine::fail(Active& a, std::exception_ptr error) {
   if (a.done) return;
   a.done = true;
   try {
-    for (int s = 0; s < 2; ++s)
-      if (a.tools->in_flight[s]) (void)a.tools->readbacks[s].wait();
+    for (int s = 0; s < 2; ++s) a.tools->drop_pick(s);
   } catch (const std::exception& e) {
     log::error("after a failed step: {}", e.what());
   }

@@ -198,43 +198,45 @@ struct Server::Impl {
     const double uptime =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return json_response(
-        200, {{"status", "ok"},
-              {"model", options.model_id},
-              {"context_size", context_size()},
-              {"uptime_seconds", uptime},
-              {"memory",
-               {{"weights_bytes", info.weight_bytes},
-                {"state_bytes_per_token", info.state_bytes_per_token},
-                {"kv_cache_type", model::kv_cache_type_name(info.kv_cache_dtype)},
-                {"resident_bytes", mem.resident_bytes}}},
-              {"requests",
-               {{"waiting", q.engine.waiting},
-                {"running", q.engine.running},
-                {"finished", q.engine.finished},
-                {"cancelled", q.engine.cancelled},
-                {"failed", q.engine.failed}}},
-              {"tokens", {{"prompt", q.engine.prompt_tokens}, {"generated", q.engine.generated_tokens}}},
-              {"engine",
-               {{"parallel", q.engine.slots},
-                {"slots_free", q.engine.slots_free},
-                {"state_bytes", engine_state_bytes()},
-                {"steps", q.engine.steps},
-                {"tokens_per_step", per_step(q.engine.step_tokens, q.engine.steps)},
-                {"requests_per_step", per_step(q.engine.step_requests, q.engine.steps)},
-                {"decode_tokens_per_forward", per_step(q.engine.decode_tokens, q.engine.decode_forwards)}}},
-              {"connections",
-               {{"open", h.connections},
-                {"accepted", h.accepted},
-                {"refused", h.refused},
-                {"evicted", h.evicted},
-                {"timed_out", h.timed_out},
-                {"rejected_requests", h.rejected_requests}}},
-              {"think_control",
-               {{"budget_closes", m.think_budget_closes},
-                {"loop_escapes", m.think_loop_escapes},
-                {"answer_loop_stops", m.answer_loop_stops},
-                {"router_activations", m.think_router_activations}}},
-              {"settings", options.settings.to_json()}});
+        200,
+        {{"status", "ok"},
+         {"model", options.model_id},
+         {"context_size", context_size()},
+         {"uptime_seconds", uptime},
+         {"memory",
+          {{"weights_bytes", info.weight_bytes},
+           {"state_bytes_per_token", info.state_bytes_per_token},
+           {"kv_cache_type", model::kv_cache_type_name(info.kv_cache_dtype)},
+           {"resident_bytes", mem.resident_bytes}}},
+         {"requests",
+          {{"waiting", q.engine.waiting},
+           {"running", q.engine.running},
+           {"finished", q.engine.finished},
+           {"cancelled", q.engine.cancelled},
+           {"failed", q.engine.failed}}},
+         {"tokens", {{"prompt", q.engine.prompt_tokens}, {"generated", q.engine.generated_tokens}}},
+         {"engine",
+          {{"parallel", q.engine.slots},
+           {"slots_free", q.engine.slots_free},
+           {"state_bytes", engine_state_bytes()},
+           {"steps", q.engine.steps},
+           {"tokens_per_step", per_step(q.engine.step_tokens, q.engine.steps)},
+           {"requests_per_step", per_step(q.engine.step_requests, q.engine.steps)},
+           {"decode_tokens_per_forward",
+            per_step(q.engine.decode_tokens, q.engine.decode_forwards)}}},
+         {"connections",
+          {{"open", h.connections},
+           {"accepted", h.accepted},
+           {"refused", h.refused},
+           {"evicted", h.evicted},
+           {"timed_out", h.timed_out},
+           {"rejected_requests", h.rejected_requests}}},
+         {"think_control",
+          {{"budget_closes", m.think_budget_closes},
+           {"loop_escapes", m.think_loop_escapes},
+           {"answer_loop_stops", m.answer_loop_stops},
+           {"router_activations", m.think_router_activations}}},
+         {"settings", options.settings.to_json()}});
   }
 
   HttpResponse prometheus() const {
@@ -417,7 +419,8 @@ struct Server::Impl {
 
   // Choice i's seed: the request's own for the first; seed + i when the request set one (so n
   // choices are reproducible), else a fresh random one.
-  static uint64_t choice_seed(const GenerationOptions& o, const runtime::GenerationRequest& g, int i) {
+  static uint64_t choice_seed(const GenerationOptions& o, const runtime::GenerationRequest& g,
+                              int i) {
     if (i == 0) return g.sampling.seed;
     return o.seed ? g.sampling.seed + static_cast<uint64_t>(i) : random_seed();
   }
@@ -440,11 +443,27 @@ struct Server::Impl {
     return j;
   }
 
-  // The end of a stream: an engine error as an error event, else each choice's finish chunk and
-  // the usage chunk when asked for; then [DONE].
-  template <typename Finish>
-  void finish_stream(BodyWriter& out, const Jobs& jobs, const std::vector<StreamUpdate>& ends, Finish finish,
-                     const std::optional<OrderedJson>& usage) {
+  // A streamed answer of every choice: open(i) for each choice first (false: the client is gone),
+  // then each delta of choice i through send(i, delta) (false: likewise); at the end an engine
+  // error as an error event, else finish(i, reason) for each choice and, with usage_object, the
+  // usage chunk; then [DONE].
+  template <typename Open, typename Send, typename Finish>
+  void stream_choices(BodyWriter& out, const Jobs& jobs, Open open, Send send, Finish finish,
+                      const ResponseHeader& header, const char* usage_object) {
+    for (size_t i = 0; i < jobs.size(); ++i)
+      if (!open(i)) {
+        cancel_all(jobs);
+        return;
+      }
+    std::vector<StreamUpdate> ends;
+    const bool completed = follow_all(
+        jobs, [&out] { return out.connected(); }, ends,
+        [&](size_t i, const StreamUpdate& update) {
+          for (const StreamDelta& d : update.deltas)
+            if (!send(i, d)) return false;
+          return true;
+        });
+    if (!completed) return;
     for (const auto& job : jobs) observe(*job);
     for (const StreamUpdate& u : ends)
       if (auto e = failure(u)) {
@@ -453,7 +472,8 @@ struct Server::Impl {
         return;
       }
     for (size_t i = 0; i < ends.size(); ++i) finish(i, ends[i].finish_reason);
-    if (usage) out.write(sse_event(*usage));
+    if (usage_object != nullptr)
+      out.write(sse_event(usage_chunk_json(header, usage_object, usage_of(jobs))));
     out.write(kSseDone);
   }
 
@@ -613,8 +633,8 @@ struct Server::Impl {
             r.max_thinking_tokens.value_or(think_config.max_thinking_tokens), choice.max_tokens);
       if (settings.think) choice.max_tokens = std::min(settings.think->engine_max_tokens(), room);
       if (opening) settings.opening = opening_settings(*opening, *settings.parser);
-      jobs.push_back(submit(std::move(admissions[static_cast<size_t>(i)]), std::move(choice), r.options,
-                            std::move(settings)));
+      jobs.push_back(submit(std::move(admissions[static_cast<size_t>(i)]), std::move(choice),
+                            r.options, std::move(settings)));
     }
     const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
     return r.options.stream ? stream_chat(jobs, header, r.options.include_usage, routed)
@@ -629,18 +649,19 @@ struct Server::Impl {
 
   HttpResponse whole_chat(const HttpRequest& http_request, const Jobs& jobs, ResponseHeader header,
                           bool routed) {
-    return whole(http_request, jobs, [this, jobs, header, routed](const std::vector<StreamUpdate>& ends) {
-      return merged_choices(jobs, [&](size_t i) {
-        const GenerationStream& job = *jobs[i];
-        OrderedJson logprobs = nullptr;
-        if (job.request.top_logprobs >= 0)
-          logprobs = chat_logprobs_json(job.logprobs(), token_text(false));
-        OrderedJson j = chat_completion_json(header, job.message(), ends[i].finish_reason, usage_of(job),
-                                             std::move(logprobs));
-        if (auto extension = chat_extension(job, routed)) j["strata"] = std::move(*extension);
-        return j;
-      });
-    });
+    return whole(
+        http_request, jobs, [this, jobs, header, routed](const std::vector<StreamUpdate>& ends) {
+          return merged_choices(jobs, [&](size_t i) {
+            const GenerationStream& job = *jobs[i];
+            OrderedJson logprobs = nullptr;
+            if (job.request.top_logprobs >= 0)
+              logprobs = chat_logprobs_json(job.logprobs(), token_text(false));
+            OrderedJson j = chat_completion_json(header, job.message(), ends[i].finish_reason,
+                                                 usage_of(job), std::move(logprobs));
+            if (auto extension = chat_extension(job, routed)) j["strata"] = std::move(*extension);
+            return j;
+          });
+        });
   }
 
   // A non-streaming response: waits for every choice's generation, watching the client (they are
@@ -661,7 +682,8 @@ struct Server::Impl {
     return json_response(200, body(ends));
   }
 
-  HttpResponse stream_chat(const Jobs& jobs, ResponseHeader header, bool include_usage, bool routed) {
+  HttpResponse stream_chat(const Jobs& jobs, ResponseHeader header, bool include_usage,
+                           bool routed) {
     HttpResponse response;
     response.content_type = "text/event-stream";
     response.headers["Cache-Control"] = "no-cache";
@@ -676,26 +698,20 @@ struct Server::Impl {
                                                                : OrderedJson(nullptr));
         j["choices"][0]["index"] = i;
         if (!finish.empty())
-          if (auto extension = chat_extension(*jobs[i], routed)) j["strata"] = std::move(*extension);
+          if (auto extension = chat_extension(*jobs[i], routed))
+            j["strata"] = std::move(*extension);
         return out.write(sse_event(j));
       };
-      for (size_t i = 0; i < jobs.size(); ++i)
-        if (!chunk(i, {{"role", "assistant"}, {"content", ""}}, "")) {
-          cancel_all(jobs);
-          return;
-        }
-      std::vector<StreamUpdate> ends;
-      const bool completed = follow_all(
-          jobs, [&out] { return out.connected(); }, ends,
-          [&](size_t i, const StreamUpdate& update) {
-            for (const auto& d : update.deltas)
-              if (!chunk(i, delta_json(d.text), "", d.logprobs)) return false;
-            return true;
-          });
-      if (!completed) return;
-      finish_stream(out, jobs, ends, [&](size_t i, const std::string& finish) { chunk(i, OrderedJson::object(), finish); },
-                    include_usage ? std::optional(usage_chunk_json(header, "chat.completion.chunk", usage_of(jobs)))
-                                  : std::nullopt);
+      stream_choices(
+          out, jobs,
+          [&](size_t i) {
+            return chunk(i, {{"role", "assistant"}, {"content", ""}}, "");
+          },
+          [&](size_t i, const StreamDelta& d) {
+            return chunk(i, delta_json(d.text), "", d.logprobs);
+          },
+          [&](size_t i, const std::string& finish) { chunk(i, OrderedJson::object(), finish); },
+          header, include_usage ? "chat.completion.chunk" : nullptr);
     };
     return response;
   }
@@ -723,15 +739,16 @@ struct Server::Impl {
       if (!model.tokenizer.bos_id()) bad_request("prompt", "The prompt is empty.");
       prompt.push_back(*model.tokenizer.bos_id());
     }
-    const runtime::GenerationRequest g = generation_request(r.options, std::move(prompt), "prompt", 16);
+    const runtime::GenerationRequest g =
+        generation_request(r.options, std::move(prompt), "prompt", 16);
     Jobs jobs;
     for (int i = 0; i < r.options.n; ++i) {  // each choice its own sequence and seed
       StreamSettings settings;
       settings.skip_special_tokens = true;
       runtime::GenerationRequest choice = g;
       choice.sampling.seed = choice_seed(r.options, g, i);
-      jobs.push_back(submit(std::move(admissions[static_cast<size_t>(i)]), std::move(choice), r.options,
-                            std::move(settings)));
+      jobs.push_back(submit(std::move(admissions[static_cast<size_t>(i)]), std::move(choice),
+                            r.options, std::move(settings)));
     }
     const ResponseHeader header{new_response_id("cmpl-"), unix_time_now(), options.model_id};
     const std::string echo = r.echo ? prompt_text : std::string();
@@ -739,21 +756,23 @@ struct Server::Impl {
                             : whole_completion(http_request, jobs, header, echo);
   }
 
-  HttpResponse whole_completion(const HttpRequest& http_request, const Jobs& jobs, ResponseHeader header,
-                                std::string echo) {
-    return whole(http_request, jobs, [this, jobs, header, echo](const std::vector<StreamUpdate>& ends) {
-      return merged_choices(jobs, [&](size_t i) {
-        const GenerationStream& job = *jobs[i];
-        OrderedJson logprobs = nullptr;
-        if (job.request.top_logprobs >= 0)
-          logprobs = completion_logprobs_json(job.logprobs(), token_text(true));
-        return completion_json(header, echo + job.message().content, ends[i].finish_reason, usage_of(job),
-                               std::move(logprobs));
-      });
-    });
+  HttpResponse whole_completion(const HttpRequest& http_request, const Jobs& jobs,
+                                ResponseHeader header, std::string echo) {
+    return whole(
+        http_request, jobs, [this, jobs, header, echo](const std::vector<StreamUpdate>& ends) {
+          return merged_choices(jobs, [&](size_t i) {
+            const GenerationStream& job = *jobs[i];
+            OrderedJson logprobs = nullptr;
+            if (job.request.top_logprobs >= 0)
+              logprobs = completion_logprobs_json(job.logprobs(), token_text(true));
+            return completion_json(header, echo + job.message().content, ends[i].finish_reason,
+                                   usage_of(job), std::move(logprobs));
+          });
+        });
   }
 
-  HttpResponse stream_completion(const Jobs& jobs, ResponseHeader header, bool include_usage, std::string echo) {
+  HttpResponse stream_completion(const Jobs& jobs, ResponseHeader header, bool include_usage,
+                                 std::string echo) {
     HttpResponse response;
     response.content_type = "text/event-stream";
     response.headers["Cache-Control"] = "no-cache";
@@ -762,30 +781,18 @@ struct Server::Impl {
       const TokenText token = token_text(true);
       auto chunk = [&](size_t i, const std::string& text, const std::string& finish,
                        const std::vector<OutputLogprob>& logprobs = {}) {
-        OrderedJson j = completion_chunk_json(
-            header, text, finish, include_usage,
-            with_logprobs && !logprobs.empty() ? completion_logprobs_json(logprobs, token) : OrderedJson(nullptr));
+        OrderedJson j = completion_chunk_json(header, text, finish, include_usage,
+                                              with_logprobs && !logprobs.empty()
+                                                  ? completion_logprobs_json(logprobs, token)
+                                                  : OrderedJson(nullptr));
         j["choices"][0]["index"] = i;
         return out.write(sse_event(j));
       };
-      if (!echo.empty())
-        for (size_t i = 0; i < jobs.size(); ++i)
-          if (!chunk(i, echo, "")) {
-            cancel_all(jobs);
-            return;
-          }
-      std::vector<StreamUpdate> ends;
-      const bool completed = follow_all(
-          jobs, [&out] { return out.connected(); }, ends,
-          [&](size_t i, const StreamUpdate& update) {
-            for (const auto& d : update.deltas)
-              if (!chunk(i, d.text.content, "", d.logprobs)) return false;
-            return true;
-          });
-      if (!completed) return;
-      finish_stream(out, jobs, ends, [&](size_t i, const std::string& finish) { chunk(i, "", finish); },
-                    include_usage ? std::optional(usage_chunk_json(header, "text_completion", usage_of(jobs)))
-                                  : std::nullopt);
+      stream_choices(
+          out, jobs, [&](size_t i) { return echo.empty() || chunk(i, echo, ""); },
+          [&](size_t i, const StreamDelta& d) { return chunk(i, d.text.content, "", d.logprobs); },
+          [&](size_t i, const std::string& finish) { chunk(i, "", finish); }, header,
+          include_usage ? "text_completion" : nullptr);
     };
     return response;
   }
