@@ -67,7 +67,14 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out,
   cpu::matmul(x, w, out);
 }
 
-int64_t batch_invariant_rows(Device device) { return device == Device::kCpu ? 8 : 1; }
+int64_t batch_invariant_rows(Device device, [[maybe_unused]] std::span<const Weight* const> weights,
+                             [[maybe_unused]] bool moe) {
+#ifdef STRATA_HAVE_CUDA
+  if (device == Device::kCuda) return cuda::batch_invariant_rows(weights, moe);
+#endif
+  (void)device;
+  return 8;
+}
 
 void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs,
                   [[maybe_unused]] const MatmulFeed* feed,

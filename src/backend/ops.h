@@ -14,12 +14,14 @@
 
 namespace strata::backend {
 
-// Rows of a decode step that the device computes each exactly as alone: up to this many rows of
-// every op, each row's result is the same bits whatever the other rows hold or how many there are,
-// so a model may run several sequences' decode tokens as one step. The CPU: 8 (its decode kernels
-// work row by row). CUDA: 1 for now (a decode matmul of one row runs on integer tensor cores, of
-// 2 to 8 rows on CUDA cores, whose sums round differently).
-int64_t batch_invariant_rows(Device device);
+// Rows of a decode step that the device computes each exactly as alone, for a model whose decode
+// matmuls are `weights` (`moe`: it also routes tokens to experts): up to this many rows of every op,
+// each row's result is the same bits whatever the other rows hold or how many there are, so a
+// model may run several sequences' decode tokens as one step. The CPU: 8 (its decode kernels work
+// row by row). CUDA: 64 where every weight takes the tensor-core decode matmul (one row and 2 to
+// 64 rows fold their sums alike, and the norms feeding them write every row's form as one row's),
+// else 8 (the CUDA-core kernels keep a row's sums for up to 8 rows, as the MoE token kernels do).
+int64_t batch_invariant_rows(Device device, std::span<const Weight* const> weights, bool moe);
 
 // out[t, :] = table[ids[t], :] (float or quantized table). ids: I32 [T] on the table's device
 // (callers check the ids against the vocabulary first: device code cannot report a bad one);

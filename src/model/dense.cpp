@@ -77,11 +77,18 @@ class DenseModel final : public Model {
     runner_.run_decode(items, config_.vocab_size, [&](const Step& step) { body(step, true); });
   }
   // Dynamic NTK scaling gives each length its own RoPE: one sequence a step.
-  int64_t max_decode_batch() const override {
-    return config_.rope.type == "dynamic" ? 1 : backend::batch_invariant_rows(device_);
-  }
+  int64_t max_decode_batch() const override { return decode_batch_; }
 
  private:
+  // What max_decode_batch() answers: the rows every decode op of this model computes as alone.
+  int64_t invariant_rows() const {
+    if (config_.rope.type == "dynamic") return 1;
+    std::vector<const backend::Weight*> ws{&lm_head_};
+    for (const Layer& L : layers_)
+      for (const backend::Weight* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) ws.push_back(w);
+    return backend::batch_invariant_rows(device_, ws, false);
+  }
+
   void run(const StepTokens& tokens, ModelState& state, const Tensor& logits, bool all_logits) {
     if (config_.rope.type == "dynamic") rope_ = make_rope_params(config_, state.n_tokens + tokens.count());
     runner_.run(tokens, state, config_.vocab_size, logits, all_logits,
@@ -197,6 +204,7 @@ class DenseModel final : public Model {
       lm_head_ = embed_;
     }
     rope_ = make_rope_params(c, c.max_position_embeddings);
+    decode_batch_ = invariant_rows();
   }
 
   std::unique_ptr<WeightLoader> weights_;
@@ -204,6 +212,7 @@ class DenseModel final : public Model {
   Tensor final_norm_;
   std::vector<Layer> layers_;
   backend::RopeParams rope_;
+  int64_t decode_batch_ = 1;
   StepRunner runner_;
 };
 

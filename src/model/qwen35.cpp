@@ -135,9 +135,26 @@ class Qwen35Model final : public Model {
             "the state has {} buffers; this model needs {}", item.state->buffers.size(), state_buffers_);
     runner_.run_decode(items, config_.vocab_size, [&](const Step& step) { body(step, true); });
   }
-  int64_t max_decode_batch() const override { return backend::batch_invariant_rows(device_); }
+  int64_t max_decode_batch() const override { return decode_batch_; }
 
  private:
+  // What max_decode_batch() answers: the rows every decode op of this model computes as alone.
+  int64_t invariant_rows() const {
+    std::vector<const Weight*> ws{&lm_head_};
+    bool moe = false;
+    for (const Layer& L : layers_) {
+      if (L.kind == LayerKind::kFullAttention) {
+        for (const Weight* w : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o}) ws.push_back(w);
+      } else {
+        for (const Weight* w : {&L.linear.qkv, &L.linear.z, &L.linear.b, &L.linear.a, &L.linear.out}) ws.push_back(w);
+      }
+      moe = moe || L.ffn.moe;
+      if (!L.ffn.moe)
+        for (const Weight* w : {&L.ffn.gate, &L.ffn.up, &L.ffn.down}) ws.push_back(w);
+    }
+    return backend::batch_invariant_rows(device_, ws, moe);
+  }
+
   void run(const StepTokens& tokens, ModelState& state, const Tensor& logits, bool all_logits) {
     check(state.buffers.size() == state_buffers_, ErrorKind::kInvalidInput,
           "the state has {} buffers; this model needs {}", state.buffers.size(), state_buffers_);
@@ -364,6 +381,7 @@ class Qwen35Model final : public Model {
     }
     if (w.has("mtp.fc.weight")) load_mtp();
     rope_ = make_rope_params(c, c.max_position_embeddings);
+    decode_batch_ = invariant_rows();
   }
 
   Layer load_layer(const std::string& p, LayerKind kind, bool moe) {
@@ -552,6 +570,7 @@ class Qwen35Model final : public Model {
   std::vector<Layer> layers_;
   std::optional<Mtp> mtp_;
   size_t state_buffers_ = 0;
+  int64_t decode_batch_ = 1;
   backend::RopeParams rope_;
   StepRunner runner_;
   Scratch& s_;

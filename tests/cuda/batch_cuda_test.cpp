@@ -1,12 +1,18 @@
 // On the GPU, requests run together give exactly the tokens each gives alone (greedy and seeded
-// sampling, dense, hybrid and MoE fixtures), with run-ahead on as it is by default there: batches
-// of 3 and 17 with prompts cut into several chunks, arrivals while others run, slot reuse, and
-// cancellations.
+// sampling, dense, hybrid and MoE fixtures, and random-weight MLX 4-bit checkpoints whose matrices
+// take the tensor-core decode kernels, one row and many), with run-ahead on as it is by default
+// there: batches of 3 and 17 with prompts cut into several chunks, arrivals while others run, slot
+// reuse, and cancellations.
 #include <gtest/gtest.h>
 
+#include <deque>
+
+#include "../model/tiny_configs.h"
 #include "backend/memory.h"
 #include "batch_check.h"
+#include "formats/safetensors.h"
 #include "model/golden.h"
+#include "model/synthetic.h"
 #include "runtime/engine.h"
 
 namespace strata {
@@ -25,12 +31,42 @@ class CudaBatchExactness : public ::testing::TestWithParam<const char*> {
     o.parallel = parallel;
     return o;
   }
-  std::unique_ptr<model::Model> load() const {
+  // A fixture's name, or "q4_<family>": a random-weight MLX 4-bit checkpoint (groups of 32 and 64)
+  // of a tiny config whose widths are whole k-tiles of the tensor-core kernels (256 at 4 bits).
+  std::unique_ptr<model::Model> load() {
     model::LoadOptions o;
     o.device = Device::kCuda;
-    return model::load_model(test::test_fixture(std::string("models/") + GetParam()), o);
+    const std::string name = GetParam();
+    if (name.rfind("q4_", 0) != 0) return model::load_model(test::test_fixture("models/" + name), o);
+    Json config;
+    if (name == "q4_dense") {
+      config = Json::parse(R"({"model_type": "llama", "vocab_size": 512, "hidden_size": 256,
+        "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 64, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 500000.0})");
+    } else {
+      config = test::tiny_hybrid_config(false);
+      Json& t = config["text_config"];
+      t["vocab_size"] = 512;
+      t["hidden_size"] = 256;
+      t["intermediate_size"] = 512;
+      t["head_dim"] = 64;
+      t["linear_key_head_dim"] = 64;
+      t["linear_value_head_dim"] = 64;
+    }
+    checkpoints_.push_back(
+        model::make_synthetic_checkpoint(config, {.bits = 4, .group_size = name == "q4_dense" ? 32 : 64}));
+    const model::SyntheticCheckpoint& ck = checkpoints_.back();
+    return model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), o);
   }
+  std::deque<model::SyntheticCheckpoint> checkpoints_;  // their memory outlives the models
 };
+
+// The models batch as many sequences as their kernels keep exact: all of a step's (up to 64) where
+// every matrix takes the tensor-core kernels, else 8.
+TEST_P(CudaBatchExactness, DecodeBatchSize) {
+  const std::string name = GetParam();
+  EXPECT_EQ(load()->max_decode_batch(), name.rfind("q4_", 0) == 0 ? 64 : 8);
+}
 
 TEST_P(CudaBatchExactness, ThreeRequestsTogether) {
   runtime::Engine solo(load(), options(1));
@@ -52,7 +88,7 @@ TEST_P(CudaBatchExactness, CancellationsLeaveTheOthersExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaBatchExactness,
-                         ::testing::Values("llama", "qwen35", "qwen35_moe"));
+                         ::testing::Values("llama", "qwen35", "qwen35_moe", "q4_dense", "q4_hybrid"));
 
 }  // namespace
 }  // namespace strata

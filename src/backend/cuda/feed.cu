@@ -31,13 +31,14 @@ FeedForm begin_feed(FeedKind kind, MatmulFeed* feed, const void* source, int64_t
   if (feed == nullptr) return {};
   MatmulFeed::none(feed);
   const Weight* w = feed->weight;
-  if (w == nullptr || rows != 1 || w->cols() != K || !extra_ok || !feeds_enabled(kind) ||
-      !gemv_tc_supported(*w))
+  const int64_t most_rows = kind == FeedKind::kNorm ? kMaxFedRows : 1;
+  if (w == nullptr || rows < 1 || rows > most_rows || w->cols() != K || !extra_ok ||
+      !feeds_enabled(kind) || !gemv_tc_supported(*w))
     return {};
   const FeedForm form{
       w->bits, w->bits == 4 && w->group_size == 32 ? 2 : 1, K,
       static_cast<uint4*>(workspace(feed->slot == 0 ? WorkspaceSlot::kFeed0 : WorkspaceSlot::kFeed1,
-                                    form_bytes(w->bits, K)))};
+                                    static_cast<size_t>(rows) * form_bytes(w->bits, K)))};
   feed->source = source;
   feed->form = form.data;
   return form;

@@ -22,6 +22,10 @@
 
 namespace strata::backend::cuda {
 
+// Rows a producer writes forms for (the norms; the others one row) and the multi-row decode
+// matmul takes at most in one call (gemv_tc_rows): a decode step's sequences, or a short prompt chunk.
+constexpr int64_t kMaxFedRows = 64;
+
 // The form a producer writes: its weight's bits and folds (runs of 64 four-bit codes in groups of
 // 32 fold twice), over K activations, at `data`; null data: no form.
 struct FeedForm {
@@ -42,9 +46,10 @@ int64_t run_length(int bits);
 enum class FeedKind { kNorm, kGlu, kGdnCore, kSigmoidMul };
 
 // For a producer of `kind` about to write `rows` rows of K activations at `source`: the form to
-// write as well, recorded in the feed, or no form (recorded as none) where the decode matmul of
-// the feed's weight would not take one (more than one row, a K other than its input's, a weight
-// gemv_tc does not serve) or Tuning::feeds turns the kind off. `extra_ok` is the producer's
+// write as well (rows forms back to back, in the multi-row layout where more than one), recorded in the feed, or no form (recorded as none)
+// where the decode matmul of the feed's weight would not take one (more than one row, or more than
+// kMaxFedRows for a norm; a K other than its input's; a weight gemv_tc does not serve) or
+// Tuning::feeds turns the kind off. `extra_ok` is the producer's
 // own condition (a shape its kernel cannot write).
 FeedForm begin_feed(FeedKind kind, MatmulFeed* feed, const void* source, int64_t rows, int64_t K,
                     bool extra_ok = true);
@@ -66,13 +71,14 @@ __device__ __forceinline__ void load_task(const float* row, int64_t u, float (&v
 }
 
 // Task u of a form (activations 8u..8u+7, v; gemv_math::store_converted): every lane of the warp
-// calls it, the kSteps lanes of a run together; lanes with `active` false write nothing.
-template <int kBits, int kFolds>
+// calls it, the kSteps lanes of a run together; lanes with `active` false write nothing. kRows: the
+// multi-row matmul's layout (gemv_math::b_vec), which forms of more than one row take.
+template <int kBits, int kFolds, bool kRows = false>
 __device__ __forceinline__ void write_form(const float (&v)[8], int64_t u, bool active, uint4* form,
                                            int64_t K) {
   using G = gemv_math::Geometry<kBits>;
   float4* info = reinterpret_cast<float4*>(form + K / G::kTileK * G::kTileVecs);
-  gemv_math::store_converted<kBits, kFolds>(v, u, active, form, info);
+  gemv_math::store_converted<kBits, kFolds, kRows>(v, u, active, form, info);
 }
 
 // f(bits, folds) with both as compile-time constants, for a form's format: in host code that

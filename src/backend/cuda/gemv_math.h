@@ -43,11 +43,20 @@ __device__ __forceinline__ void split_limbs(int v, int& top, int& mid, int& low)
   top = (r - mid) >> 8;
 }
 
+// Where a k-tile's B vectors of step j of run c lie in it (two a step: {top, top, low, low} and
+// {mid, mid, 0, 0} limb words): by step then run for the one-row kernel, whose lanes read the four
+// runs of a step together; by run then step in the multi-row layout (kRows), whose lanes read the
+// steps of a run together (gemv_tc_rows.cu).
+template <int kBits, bool kRows>
+__host__ __device__ constexpr int b_vec(int j, int c) {
+  return kRows ? c * Geometry<kBits>::kSteps * 2 + j * 2 : (j * 4 + c) * 2;
+}
+
 // Converts task u's 8 activations v (step j of run c of tile t, u = (t·4 + c)·kSteps + j) into its B
 // vectors, and lane j = 0 of the run writes the run's {2^-e, Σx of fold 0, of fold 1}. Every lane of
 // the warp calls it (the kSteps lanes of a run agree on its scale through shuffles); lanes with
-// `active` false hold zeros and write nothing.
-template <int kBits, int kFolds>
+// `active` false hold zeros and write nothing. kRows: the multi-row layout (b_vec).
+template <int kBits, int kFolds, bool kRows = false>
 __device__ __forceinline__ void store_converted(const float (&v)[8], int64_t u, bool active, uint4* bvec,
                                                 float4* info) {
   using G = Geometry<kBits>;
@@ -80,7 +89,7 @@ __device__ __forceinline__ void store_converted(const float (&v)[8], int64_t u, 
   if (active) {
     const int64_t tile = u / (4 * G::kSteps);
     const int c = static_cast<int>(u / G::kSteps) % 4, j = static_cast<int>(u % G::kSteps);
-    uint4* dst = bvec + tile * G::kTileVecs + (j * 4 + c) * 2;
+    uint4* dst = bvec + tile * G::kTileVecs + b_vec<kBits, kRows>(j, c);
     dst[0] = make_uint4(b0(top), b1(top), b0(low), b1(low));
     dst[1] = make_uint4(b0(mid), b1(mid), 0u, 0u);
     if (j == 0) info[tile * 4 + c] = make_float4(down, sum, kFolds == 2 ? fold1_sum : 0.0f, 0.0f);
@@ -110,10 +119,29 @@ __device__ __forceinline__ void tile_dot(const uint4 (&code)[2][2], const uint4*
   }
 }
 
+// v as a float, exactly as static_cast<float>(v), for |v| < 2^22, on the full-rate FP and integer
+// pipes instead of the quarter-rate conversion unit: v added to the bits of 1.5·2^23 (whose ulp is 1)
+// gives 1.5·2^23 + v, from which 1.5·2^23 is taken exactly. A limb's sum over a run is below 2^17
+// at 4 bits (64 codes ≤ 15 times limbs ≤ 128) and 2^20 at 8 (32 codes ≤ 255).
+__device__ __forceinline__ float small_int_to_float(int v) {
+  return __int_as_float(0x4B400000 + v) - 12582912.0f;
+}
+
+// codes · (x·2^e) from its limbs' exact sums: top·65536 + mid·256 + low, rounded once.
+__device__ __forceinline__ float limb_value(int top, int mid, int low) {
+  return fmaf(small_int_to_float(top), 65536.0f, fmaf(small_int_to_float(mid), 256.0f, small_int_to_float(low)));
+}
+
 // Row g + 8h's codes · (x·2^e) over the lane's run, from tile_dot's sums.
 __device__ __forceinline__ float row_dot(const int (&d1)[4], const int (&d2)[4], int h) {
-  return fmaf(static_cast<float>(d1[2 * h]), 65536.0f,
-              fmaf(static_cast<float>(d1[2 * h + 1]), 256.0f, static_cast<float>(d2[2 * h])));
+  return limb_value(d1[2 * h], d1[2 * h + 1], d2[2 * h]);
+}
+
+// A run's contribution folded into its accumulator: acc + v·(scale·2^-e) + bias·Σx, written out
+// operation by operation so that every kernel that folds runs (gemv_tc.cu's one-row and multi-row
+// kernels) rounds them alike, whatever the compiler would contract.
+__device__ __forceinline__ float fold_run(float acc, float v, float scale, float inv_e, float bias, float run_sum) {
+  return __fadd_rn(acc, __fmaf_rn(v, __fmul_rn(scale, inv_e), __fmul_rn(bias, run_sum)));
 }
 
 }  // namespace strata::backend::cuda::gemv_math

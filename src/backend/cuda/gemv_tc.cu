@@ -117,7 +117,7 @@ __device__ __forceinline__ float raw_to_float(uint32_t r) {
 // takes activations 8u..8u+7, step j of run c of tile t, and the kSteps lanes of a run agree on its
 // scale through shuffles. Thread `thread` of `threads` (a multiple of 32) takes tasks thread,
 // thread + threads, ...
-template <int kBits, int kFolds, bool kGlu>
+template <int kBits, int kFolds, bool kGlu, bool kRows = false>
 __device__ void convert_activations(const float* __restrict__ x, const float* __restrict__ gate, int64_t K,
                                     int64_t thread, int64_t threads, uint4* bvec, float4* info) {
   const int lane = static_cast<int>(thread % 32);
@@ -136,21 +136,25 @@ __device__ void convert_activations(const float* __restrict__ x, const float* __
         for (int i = 0; i < 8; ++i) v[i] = swiglu(gv[i], v[i]);  // as the silu_mul op
       }
     }
-    gemv_math::store_converted<kBits, kFolds>(v, u, active, bvec, info);
+    gemv_math::store_converted<kBits, kFolds, kRows>(v, u, active, bvec, info);
   }
 }
 
 // The activations of one matmul launch, converted once: B vectors of every tile, then run info (the
 // layout of a block's shared memory after its tile of zeros).
-template <int kBits, int kFolds, bool kGlu>
+// Row blockIdx.y of x (and gate) goes to the form at converted + blockIdx.y · (its length); kRows:
+// in the multi-row layout (gemv_math::b_vec).
+template <int kBits, int kFolds, bool kGlu, bool kRows = false>
 __global__ void __launch_bounds__(128) convert_kernel(const float* __restrict__ x, const float* __restrict__ gate,
                                                      int64_t K, uint4* __restrict__ converted) {
   using G = Geometry<kBits>;
   wait_for_inputs();
-  const int64_t tiles = K / G::kTileK;
-  convert_activations<kBits, kFolds, kGlu>(x, gate, K, static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-                                           static_cast<int64_t>(gridDim.x) * blockDim.x, converted,
-                                           reinterpret_cast<float4*>(converted + tiles * G::kTileVecs));
+  const int64_t tiles = K / G::kTileK, row = blockIdx.y;
+  uint4* form = converted + row * tiles * (G::kTileVecs + 4);
+  convert_activations<kBits, kFolds, kGlu, kRows>(x + row * K, kGlu ? gate + row * K : gate, K,
+                                           static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                                           static_cast<int64_t>(gridDim.x) * blockDim.x, form,
+                                           reinterpret_cast<float4*>(form + tiles * G::kTileVecs));
 }
 
 // What a warp loads for one k-tile.
@@ -297,7 +301,8 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 2)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const float v = gemv_math::row_dot(d1, d2, h);
-          acc[h] += v * (raw_to_float<S>(l.s[h][f]) * run.x) + raw_to_float<S>(l.b[h][f]) * run_sum;
+          acc[h] = gemv_math::fold_run(acc[h], v, raw_to_float<S>(l.s[h][f]), run.x, raw_to_float<S>(l.b[h][f]),
+                                       run_sum);
         }
       }
     };
@@ -386,33 +391,57 @@ Shape choose_shape(unsigned tiles16, int64_t tiles, int resident_blocks) {
   return best;
 }
 
-// kSeparate: the blocks copy the activations' form, the feed's (`form`) or else one a small launch
-// converts first.
+// The one-row kernel for this format, allowed the shared memory it may take (once).
 template <int kBits, int kFolds, bool kGlu, bool kSeparate, typename S>
-void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x,
-                 const float* gate, int64_t K, const uint4* form, const GluFeed& glu) {
+auto* one_row_kernel() {
   // Converted separately, the activations arrive with SiLU(gate) ⊙ up formed: one matmul kernel serves both.
   auto* kernel = gemv_tc_kernel<kBits, kFolds, kGlu && !kSeparate, kSeparate, S>;
-  const size_t smem = shared_bytes<kBits>(K);
-  // Resident blocks per SM by K (shared memory grows with K); an instance sees few distinct K, and
-  // eager steps (MoE) alternate them, so each is asked of the runtime once per host thread (a cache
-  // of each thread's own: no lock on the launch path).
-  thread_local std::vector<std::pair<int64_t, int>> blocks_per_sm;
   static const bool raised = [&] {
     allow_shared_bytes(kernel, static_cast<size_t>(max_shared_bytes()));
     return true;
   }();
   (void)raised;
+  return kernel;
+}
+
+// Blocks resident at once over the device for K: the fewest of the one-row kernels a call of this
+// format may take (converting in its blocks, or copying a form), so that the launch shape, and with
+// it the order of a row's sums over k, does not depend on where the activations come from; the
+// multi-row kernel takes the same shape's k slices (gemv_tc_rows). An instance sees few distinct K,
+// and eager steps (MoE) alternate them, so each is asked of the runtime once per host thread (a
+// cache of each thread's own: no lock on the launch path).
+template <int kBits, int kFolds, bool kGlu, typename S>
+int resident_blocks(int64_t K) {
+  thread_local std::vector<std::pair<int64_t, int>> blocks_per_sm;
   auto known = std::find_if(blocks_per_sm.begin(), blocks_per_sm.end(), [&](const auto& e) { return e.first == K; });
   if (known == blocks_per_sm.end()) {
-    int n = 0;
-    STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kMaxWarps, smem));
-    known = blocks_per_sm.insert(blocks_per_sm.end(), {K, std::max(n, 1)});
+    const size_t smem = shared_bytes<kBits>(K);
+    int in_blocks = 0, copying = 0;
+    STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &in_blocks, one_row_kernel<kBits, kFolds, kGlu, false, S>(), 32 * kMaxWarps, smem));
+    STRATA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &copying, one_row_kernel<kBits, kFolds, kGlu, true, S>(), 32 * kMaxWarps, smem));
+    known = blocks_per_sm.insert(blocks_per_sm.end(), {K, std::max(std::min(in_blocks, copying), 1)});
   }
-  const int64_t tiles = K / Geometry<kBits>::kTileK;
+  return known->second * sm_count();
+}
+
+// The launch shape of one row of ws.
+template <int kBits, int kFolds, bool kGlu, typename S>
+Shape one_row_shape(std::span<const Weight* const> ws, int64_t K, unsigned tiles16) {
+  return choose_shape(tiles16, K / Geometry<kBits>::kTileK, resident_blocks<kBits, kFolds, kGlu, S>(K));
+}
+
+// kSeparate: the blocks copy the activations' form, the feed's (`form`) or else one a small launch
+// converts first.
+template <int kBits, int kFolds, bool kGlu, bool kSeparate, typename S>
+void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs, const float* x,
+                 const float* gate, int64_t K, const uint4* form, const GluFeed& glu) {
+  auto* kernel = one_row_kernel<kBits, kFolds, kGlu, kSeparate, S>();
+  const size_t smem = shared_bytes<kBits>(K);
   WeightSegments segs;
   const unsigned tiles16 = make_segments(ws, outs, 16, segs);
-  const Shape shape = choose_shape(tiles16, tiles, known->second * sm_count());
+  const Shape shape = one_row_shape<kBits, kFolds, kGlu, S>(ws, K, tiles16);
   const int group_shift = __builtin_ctz(static_cast<unsigned>(ws[0]->group_size));
   const uint4* converted = form;
   if constexpr (kSeparate) {
@@ -426,6 +455,20 @@ void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs
   }
   launch(kernel, shape.grid, 32 * shape.row_warps * shape.k_warps, smem, x, gate, converted, segs,
          K, group_shift, shape.row_warps, tiles16, glu);
+}
+
+// f(bits, folds, scale type) with all three as compile-time values, for w's format.
+template <typename F>
+void with_tc_format(const Weight& w, F&& f) {
+  with_scale_type(w, [&](auto s) {
+    if (w.bits == 4 && w.group_size == 32) {
+      f(std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{}, s);
+    } else if (w.bits == 4) {
+      f(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{}, s);
+    } else {
+      f(std::integral_constant<int, 8>{}, std::integral_constant<int, 1>{}, s);
+    }
+  });
 }
 
 }  // namespace
@@ -462,33 +505,51 @@ void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> w
                                                    sizeof(unsigned) * static_cast<size_t>(runs))),
                   outs[0], outs[1], glu_form.K};
   }
-  with_scale_type(w0, [&](auto s) {
-    using S = decltype(s);
-    auto with_flag = [](bool v, auto f) {
-      if (v) {
-        f(std::true_type{});
-      } else {
-        f(std::false_type{});
-      }
-    };
-    // The down projection's SiLU(gate) ⊙ up, or plain activations; converted in the blocks, or once.
-    auto go = [&](auto bits, auto folds) {
-      with_flag(gate != nullptr, [&](auto glu_in) {
-        with_flag(form != nullptr || K >= kSeparateConversionMinK, [&](auto separate) {
-          launch_gemv<bits.value, folds.value, glu_in.value, separate.value, S>(ws, outs, x, gate,
-                                                                                K, form, glu);
-        });
-      });
-    };
-    if (w0.bits == 4) {
-      if (w0.group_size == 32) {
-        go(std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{});
-      } else {
-        go(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{});
-      }
+  auto with_flag = [](bool v, auto f) {
+    if (v) {
+      f(std::true_type{});
     } else {
-      go(std::integral_constant<int, 8>{}, std::integral_constant<int, 1>{});
+      f(std::false_type{});
     }
+  };
+  // The down projection's SiLU(gate) ⊙ up, or plain activations; converted in the blocks, or once.
+  with_tc_format(w0, [&](auto bits, auto folds, auto s) {
+    using S = decltype(s);
+    with_flag(gate != nullptr, [&](auto glu_in) {
+      with_flag(form != nullptr || K >= kSeparateConversionMinK, [&](auto separate) {
+        launch_gemv<bits.value, folds.value, glu_in.value, separate.value, S>(ws, outs, x, gate, K,
+                                                                              form, glu);
+      });
+    });
+  });
+}
+
+void gemv_tc_rows(const float* x, const float* gate, int64_t T, std::span<const Weight* const> ws,
+                  std::span<float* const> outs, const uint4* forms) {
+  if (ws.empty() || ws.size() > static_cast<size_t>(kMaxSegments)) throw_internal_error("gemv_tc_rows: 1 to 4 weights");
+  if (T < 1) return;
+  const Weight& w0 = *ws[0];
+  const int64_t K = w0.cols();
+  with_tc_format(w0, [&](auto bits, auto folds, auto s) {
+    using S = decltype(s);
+    constexpr int kBits = bits.value, kFolds = folds.value;
+    WeightSegments segs;
+    const unsigned tiles16 = make_segments(ws, outs, 16, segs);
+    // The k slices of the one-row launch this row would get alone: its sums in the same order.
+    const int k_warps = gate != nullptr ? one_row_shape<kBits, kFolds, true, S>(ws, K, tiles16).k_warps
+                                        : one_row_shape<kBits, kFolds, false, S>(ws, K, tiles16).k_warps;
+    if (forms == nullptr) {
+      auto* own = static_cast<uint4*>(workspace(WorkspaceSlot::kMatmulX, static_cast<size_t>(T) * form_bytes(kBits, K)));
+      const int64_t threads = K / 8;
+      const dim3 grid(static_cast<unsigned>((threads + 127) / 128), static_cast<unsigned>(T));
+      if (gate != nullptr) {
+        launch(convert_kernel<kBits, kFolds, true, true>, grid, 128, 0, x, gate, K, own);
+      } else {
+        launch(convert_kernel<kBits, kFolds, false, true>, grid, 128, 0, x, gate, K, own);
+      }
+      forms = own;
+    }
+    launch_gemv_rows(forms, T, ws, outs, k_warps);
   });
 }
 

@@ -24,6 +24,20 @@ void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> w
              std::span<float* const> outs, const uint4* form = nullptr,
              const FeedForm& glu_form = {});
 
+// gemv_tc for T activation rows (x: [T, K]; outs[i]: [T, rows of ws[i]]; with a gate, [T, K] too),
+// every row's outputs bit for bit those gemv_tc gives it alone: the multi-row kernel
+// (gemv_tc_rows.cu) takes the one-row launch's k slices and folds each run as it does, so a
+// sequence's decode gives the same logits whatever else its step carries. `forms`: the T rows'
+// forms back to back in the multi-row layout (gemv_math::b_vec; a norm's feed of T rows), or null
+// to convert them here.
+void gemv_tc_rows(const float* x, const float* gate, int64_t T, std::span<const Weight* const> ws,
+                  std::span<float* const> outs, const uint4* forms = nullptr);
+
+// The multi-row kernel's launch (gemv_tc_rows.cu) over the T rows' forms, with the one-row
+// launch's k slices.
+void launch_gemv_rows(const uint4* forms, int64_t T, std::span<const Weight* const> ws,
+                      std::span<float* const> outs, int k_warps);
+
 // Whether gemv_tc over gate and up (ws) can write the input form of `down`: two weights of equal
 // rows, down's input that wide, of their bits and group size.
 bool gemv_tc_glu_feed_ok(std::span<const Weight* const> ws, const Weight& down);

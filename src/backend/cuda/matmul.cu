@@ -1,7 +1,9 @@
 // matmul on the GPU for few activation rows (decode, and speculative verify up to 8 rows): each
 // warp streams 4 or 8 weight rows once with 16-byte loads and keeps up to 8 dot products per row in
 // registers. MLX affine weights (4 or 8 bits, groups of 32/64/128) stay packed in memory and are
-// dequantized in registers: Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group. More rows go to gemm.cu.
+// dequantized in registers: Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group. Weights the tensor-core
+// kernels take go to gemv_tc.cu (one row) and gemv_tc_rows.cu (2 to kMaxFedRows); more rows go
+// to gemm.cu.
 #include <cuda_runtime.h>
 
 #include <span>
@@ -232,13 +234,22 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
   const int64_t K = ws[0]->cols();
   const int64_t rows = x.numel() / K;
   bool fusable = ws.size() <= kMaxSegments && ws[0]->quantized();
-  bool tensor_cores = rows == 1 && fusable;
+  bool tensor_cores = fusable;
   for (const Weight* w : ws) {
     fusable = fusable && w->bits == ws[0]->bits && w->group_size == ws[0]->group_size &&
               w->scales.dtype == ws[0]->scales.dtype;
     tensor_cores = tensor_cores && gemv_tc_supported(*w);
   }
   tensor_cores = tensor_cores && fusable && tensor_cores_enabled();
+  float* out_ptr[kMaxSegments];
+  if (tensor_cores && rows > 1 && rows <= kMaxFedRows) {
+    // A batch's decode rows (or a short prompt chunk): each row as gemv_tc gives it alone.
+    for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
+    gemv_tc_rows(x.as<const float>(), nullptr, rows, ws, std::span<float* const>(out_ptr, ws.size()),
+                 fed_form(feed, x.data, *ws[0]));
+    return;
+  }
+  tensor_cores = tensor_cores && rows == 1;
   if (rows > kMaxRows) {
     gemm_group(x, ws, outs);  // x converted to bf16 once for all of them
     return;
@@ -254,7 +265,6 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
     return;
   }
   const float* xs = x.as<const float>();
-  float* out_ptr[kMaxSegments];
   for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
   if (tensor_cores) {
     const bool glu_ok = glu_feed != nullptr && glu_feed->weight != nullptr &&
@@ -268,12 +278,23 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
+int64_t batch_invariant_rows(std::span<const Weight* const> weights, bool moe) {
+  bool tensor_cores = !moe && tensor_cores_enabled();
+  for (const Weight* w : weights) tensor_cores = tensor_cores && gemv_tc_supported(*w);
+  return tensor_cores ? kMaxFedRows : kMaxRows;
+}
+
 void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act,
                      const Tensor& out, const MatmulFeed* feed) {
-  if (up.numel() == w.cols() && gemv_tc_supported(w) && tensor_cores_enabled()) {
+  const int64_t rows = up.numel() / w.cols();
+  if (rows <= kMaxFedRows && gemv_tc_supported(w) && tensor_cores_enabled()) {
     const Weight* ws[1] = {&w};
     float* outs[1] = {out.as<float>()};
-    gemv_tc(up.as<const float>(), gate.as<const float>(), ws, outs, fed_form(feed, up.data, w));
+    if (rows == 1) {
+      gemv_tc(up.as<const float>(), gate.as<const float>(), ws, outs, fed_form(feed, up.data, w));
+    } else {
+      gemv_tc_rows(up.as<const float>(), gate.as<const float>(), rows, ws, outs, fed_form(feed, up.data, w));
+    }
     return;
   }
   silu_mul(gate, up, act);

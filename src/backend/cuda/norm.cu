@@ -137,8 +137,9 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
-// One row's norm, with the residual add first when delta is not null (x += delta), that also
-// writes the normed row's form for the matmul it feeds (feed.h), over a cluster of blocks: block r
+// One row's norm (row blockIdx.y of x, delta, out and the forms), with the residual add first
+// when delta is not null (x += delta), that also writes the normed row's form for the matmul it
+// feeds (feed.h), over a cluster of blocks: block r
 // takes the form's tasks [r·per, (r+1)·per), one a thread (8 values), reads and writes only those
 // values of x, and stores its Σx² into every block of the cluster; each block sums the cluster's
 // in rank order (the same sum in every block). Spread over the cluster's SMs, the conversion is
@@ -146,8 +147,11 @@ __global__ void __launch_bounds__(kMaxThreads)
 template <int kBits, int kFolds>
 __global__ void __launch_bounds__(kMaxThreads)
     norm_feed_kernel(float* x, const float* delta, const float* w, float eps, bool one_plus_w,
-                     int64_t d, int per, float* out, uint4* form) {
+                     int64_t d, int per, float* out, uint4* form, int64_t form_vecs) {
   __shared__ float cluster_squares[kMaxFeedCluster];
+  const int64_t row = blockIdx.y;
+  x += row * d, out += row * d, form += row * form_vecs;
+  if (delta != nullptr) delta += row * d;
   const int rank = cluster_rank(), cluster = static_cast<int>(gridDim.x);
   const int64_t u = int64_t{rank} * per + threadIdx.x;
   const bool active = static_cast<int>(threadIdx.x) < per;
@@ -207,12 +211,18 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
     store8(out, n);
   }
-  write_form<kBits, kFolds>(v, u, active, form, d);
+  // More than one row: the multi-row matmul's layout (the same values placed for its lanes).
+  if (gridDim.y > 1) {
+    write_form<kBits, kFolds, true>(v, u, active, form, d);
+  } else {
+    write_form<kBits, kFolds>(v, u, active, form, d);
+  }
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// The norm of one row of d values with its feed's form (delta null: no residual add), where the
+// The norm of `rows` rows of d values (at most kMaxFedRows) with their feed's forms (delta null:
+// no residual add), each row as the norm of that row alone, where the
 // kernel takes the row: 16-byte aligned, a whole number of the form's runs a block. False: not
 // launched (the feed then records no form). The cluster is the largest of 8, 4, 2 and 1 blocks
 // whose shares are whole runs (8 tasks: 64 values at 4 bits, two runs at 8), at most 1024 tasks
@@ -220,21 +230,22 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // tok/s against 435-436 over 8 blocks for the 9B, but 1614-1623 against 1554-1558 for the 0.8B's
 // 1024-wide rows; H100, 2026-11-27).
 bool launch_norm_feed(MatmulFeed* feed, float* x, const float* delta, const float* w, float eps,
-                      bool one_plus_w, int64_t d, float* out) {
+                      bool one_plus_w, int64_t d, int64_t rows, float* out) {
   const int64_t tasks = d / 8;
   int cluster = clusters_supported() && tasks >= 512 ? kMaxFeedCluster : 1;
   while (cluster > 1 && tasks % (8 * cluster) != 0) cluster /= 2;
   const int64_t per = tasks / cluster;
   const bool fits = d % 8 == 0 && per <= kMaxThreads && aligned16(x) && aligned16(w) &&
                     aligned16(out) && (delta == nullptr || aligned16(delta));
-  const FeedForm form = begin_feed(FeedKind::kNorm, feed, out, 1, d, fits);
+  const FeedForm form = begin_feed(FeedKind::kNorm, feed, out, rows, d, fits);
   if (form.data == nullptr) return false;
   // Whole warps: the lanes past the block's last task hold zeros (a share may end in part of one).
   const int threads = static_cast<int>((per + 31) / 32 * 32);
   with_form_format(form, [&](auto bits, auto folds) {
     launch_clustered(static_cast<unsigned>(cluster), norm_feed_kernel<bits.value, folds.value>,
-                     static_cast<unsigned>(cluster), threads, 0, x, delta, w, eps, one_plus_w, d,
-                     static_cast<int>(per), out, form.data);
+                     dim3(static_cast<unsigned>(cluster), static_cast<unsigned>(rows)), threads, 0, x,
+                     delta, w, eps, one_plus_w, d, static_cast<int>(per), out, form.data,
+                     static_cast<int64_t>(form_bytes(form.bits, d) / sizeof(uint4)));
   });
   return true;
 }
@@ -251,7 +262,9 @@ void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float e
   const float* pd = delta.as<const float>();
   const float* pw = w.as<const float>();
   float* po = out.as<float>();
-  if (rows == 1 && launch_norm_feed(feed, px, pd, pw, eps, one_plus_w, d, po)) return;
+  // Every row normed, few enough for the decode matmul: the rows each as alone, with their forms.
+  if (normed == rows && rows <= kMaxFedRows && launch_norm_feed(feed, px, pd, pw, eps, one_plus_w, d, rows, po))
+    return;
   const unsigned blocks = static_cast<unsigned>(rows);
   const bool vec = d % 4 == 0 && aligned16(px) && aligned16(pd) && aligned16(pw) && aligned16(po);
   const int64_t n4 = d / 4;
@@ -282,8 +295,8 @@ void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, cons
   MatmulFeed::none(feed);
   if (rows == 0) return;
   // x is only read: the kernel writes x back only where it adds a delta.
-  if (rows == 1 && launch_norm_feed(feed, x.as<float>(), nullptr, w.as<const float>(), eps,
-                                    one_plus_w, d, out.as<float>()))
+  if (rows <= kMaxFedRows && launch_norm_feed(feed, x.as<float>(), nullptr, w.as<const float>(), eps,
+                                              one_plus_w, d, rows, out.as<float>()))
     return;
   launch(rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, x.as<const float>(),
          w.as<const float>(), eps, one_plus_w, d, out.as<float>());

@@ -127,15 +127,15 @@ TEST_F(CudaFeed, NormsHandTheMatmulItsInputBitForBit) {
   }
 }
 
-// Where no form can be written, none is recorded (and a stale record is cleared): two rows, a
-// weight of another input width, the CPU.
+// Where no form can be written, none is recorded (and a stale record is cleared): more rows than
+// the multi-row matmul takes (a prompt), a weight of another input width, the CPU.
 TEST_F(CudaFeed, RecordsNoFormWhereItWritesNone) {
-  const int64_t K = 1024;
+  const int64_t K = 1024, rows = 65;
   const DeviceWeight dw = device_weight(64, K, {4, 64}, 7),
                      wide = device_weight(64, 2 * K, {4, 64}, 8);
-  auto dx = cuda::upload(random_tensor({2, K}, 9)),
-       ddelta = cuda::upload(random_tensor({2, K}, 10));
-  auto dnw = cuda::upload(random_tensor({K}, 11)), dh = cuda::upload(nan_tensor({2, K}));
+  auto dx = cuda::upload(random_tensor({rows, K}, 9)),
+       ddelta = cuda::upload(random_tensor({rows, K}, 10));
+  auto dnw = cuda::upload(random_tensor({K}, 11)), dh = cuda::upload(nan_tensor({rows, K}));
   int stale = 0;
   MatmulFeed feed{&dw.w, 0, &stale, &stale};
   backend::add_rms_norm(dx.view, ddelta.view, dnw.view, 1e-6f, false, dh.view, &feed);
