@@ -10,8 +10,9 @@ namespace strata::model {
 
 namespace {
 enum IoSlot : size_t { kInputs, kLogits };
-// Graphs kept (least recently made dropped first). A graph's key holds its sequence's state
-// addresses, so each slot of a pool needs its own: room for 64 slots over a few context buckets.
+// Graphs kept (least recently made dropped first). A graph's key holds its sequences' state
+// addresses, so each slot of a pool (and each batch of them) needs its own: room for 64 slots
+// over a few context buckets.
 constexpr size_t kMaxGraphs = 256;
 }  // namespace
 
@@ -136,9 +137,9 @@ Step StepRunner::prepare_decode(std::span<const DecodeItem> items, int64_t vocab
   return s;
 }
 
-bool StepRunner::replay(const Step& step, const ModelState& state, bool all_logits) {
+bool StepRunner::replay(const Step& step, bool all_logits) {
   capture_next_ = false;
-  if (!graphs_ || step.tokens > kGraphMaxTokens) return false;
+  if (!graphs_ || step.tokens > (step.batch() ? kGraphMaxBatch : kGraphMaxTokens)) return false;
   const uint64_t generation = (scratch_.generation() * 1000003u + io_.generation()) * 1000003u +
                               backend::device_memory_generation(device_);
   if (generation != generation_) {
@@ -146,11 +147,15 @@ bool StepRunner::replay(const Step& step, const ModelState& state, bool all_logi
     generation_ = generation;
   }
   uint64_t h = 0;
-  for (const StateBuffer& b : state.buffers) {
-    const void* p = b.tensor.view().data;
-    h = hash64(&p, sizeof(p), h);
+  for (const StepPart& part : step.parts) {
+    const int64_t shape[] = {part.rows, part.state->capacity, part.kv_bound};
+    h = hash64(shape, sizeof(shape), h);
+    for (const StateBuffer& b : part.state->buffers) {
+      const void* p = b.tensor.view().data;
+      h = hash64(&p, sizeof(p), h);
+    }
   }
-  const Key key{step.tokens, step.kv_bound, state.capacity, all_logits, h, step.logits.data};
+  const Key key{step.tokens, all_logits, h, step.logits.data};
   size_t i = 0;
   while (i < entries_.size() && !(entries_[i].key == key)) ++i;
   if (i == entries_.size()) {

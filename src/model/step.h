@@ -85,32 +85,18 @@ class StepRunner {
   void run(const StepTokens& tokens, ModelState& state, int64_t vocab, const Tensor& logits, bool all_logits,
            Body&& body) {
     const Step step = prepare(tokens, state, vocab, logits, all_logits);
-    if (!replay(step, state, all_logits)) {
-      if (capture_next_) {
-        backend::begin_capture(device_);
-        try {
-          body(step);
-        } catch (...) {
-          (void)backend::end_capture(device_);
-          throw;
-        }
-        store_graph(backend::end_capture(device_));
-        replay(step, state, all_logits);
-      } else {
-        body(step);
-      }
-    }
+    run_body(step, all_logits, body);
     backend::copy(step.logits, logits);  // nothing to do when the body wrote the caller's
     state.n_tokens = step.start + step.tokens;
   }
 
   // One token of each item as one step (Model::forward_decode): stages the ids (a device id is
-  // copied where it lies) and positions, runs body(step) eagerly, copies each item's logits row
-  // out and advances each state by one token.
+  // copied where it lies) and positions, runs body(step) eagerly or as a graph replay, copies each
+  // item's logits row out and advances each state by one token.
   template <typename Body>
   void run_decode(std::span<const DecodeItem> items, int64_t vocab, Body&& body) {
     const Step step = prepare_decode(items, vocab);
-    body(step);
+    run_body(step, true, body);
     for (size_t i = 0; i < items.size(); ++i) {
       const auto r = static_cast<int64_t>(i);
       backend::copy(step.logits.rows(r, r + 1).reshaped({vocab}), items[i].logits);
@@ -118,16 +104,18 @@ class StepRunner {
     }
   }
 
-  // Steps of at most this many tokens are captured (decode and speculative verify).
+  // Steps of at most this many tokens are captured (decode and speculative verify), and decode
+  // steps of at most kGraphMaxBatch sequences.
   static constexpr int64_t kGraphMaxTokens = 8;
+  static constexpr int64_t kGraphMaxBatch = 64;
   // kv_bound granularity: a graph serves this many consecutive positions.
   static constexpr int64_t kKvBucket = 256;
 
  private:
   struct Key {
-    int64_t tokens, kv_bound, capacity;
+    int64_t tokens;
     bool all_logits;
-    uint64_t state;  // hash of the state's buffer addresses
+    uint64_t parts;  // hash of each part's rows, state buffer addresses, capacity and kv_bound
     const void* logits;  // where the body writes them
     bool operator==(const Key&) const = default;
   };
@@ -141,9 +129,27 @@ class StepRunner {
                bool all_logits);
   Step prepare_decode(std::span<const DecodeItem> items, int64_t vocab);
   void check_state(const ModelState& state, int64_t tokens) const;
+  // Runs body(step): replays the step's graph, captures one, or runs it eagerly.
+  template <typename Body>
+  void run_body(const Step& step, bool all_logits, Body& body) {
+    if (replay(step, all_logits)) return;
+    if (!capture_next_) {
+      body(step);
+      return;
+    }
+    backend::begin_capture(device_);
+    try {
+      body(step);
+    } catch (...) {
+      (void)backend::end_capture(device_);
+      throw;
+    }
+    store_graph(backend::end_capture(device_));
+    replay(step, all_logits);
+  }
   // Launches the graph for this step if one exists; otherwise decides whether the body should be
   // captured this time (capture_next_).
-  bool replay(const Step& step, const ModelState& state, bool all_logits);
+  bool replay(const Step& step, bool all_logits);
   void store_graph(backend::StepGraph graph);
 
   Device device_;
