@@ -1,6 +1,8 @@
 // Bandwidth of the CUDA decode matmul (one activation row) on MLX 4- and 8-bit weights (group 64)
 // of Qwen3.5-9B shapes and one routed expert of Qwen3.5-35B-A3B: time per call and the weight bytes it streams per second, against the GPU's
-// peak. Weights rotate over enough copies to defeat the L2 cache. Prints a markdown table.
+// peak; then the multi-row kernel (a batch's decode rows, gemv_tc_rows.cu) on the 9B's shapes at
+// 4 bits: time per call and per row. Weights rotate over enough copies to defeat the L2 cache.
+// Prints markdown tables.
 #include <cuda_runtime.h>
 #include <unistd.h>
 
@@ -24,12 +26,12 @@ struct Shape2 {
   int64_t n, k;
 };
 
-double bench(const Shape2& s, int bits, int copies) {
+double bench(const Shape2& s, int bits, int copies, int64_t rows = 1) {
   const int gs = 64;
   std::mt19937 rng(1);
   // BF16 scales and biases, as the loader keeps an MLX checkpoint's on the GPU.
   HostTensor codes(DType::kU32, {s.n, s.k * bits / 32}), scales(DType::kBF16, {s.n, s.k / gs}),
-      biases(DType::kBF16, {s.n, s.k / gs}), x(DType::kF32, {1, s.k}), out(DType::kF32, {1, s.n});
+      biases(DType::kBF16, {s.n, s.k / gs}), x(DType::kF32, {rows, s.k}), out(DType::kF32, {rows, s.n});
   for (int64_t i = 0; i < codes.numel(); ++i) codes.as<uint32_t>()[i] = static_cast<uint32_t>(rng());
   for (int64_t i = 0; i < scales.numel(); ++i) {
     scales.as<uint16_t>()[i] = f32_to_bf16(0.001f);
@@ -95,5 +97,18 @@ int main(int, char** argv) {
       std::printf("| %s | %d | %.1f | %.0f | %.0f%% |\n", s.name, bits, us, gbs, 100 * gbs / peak);
       std::fflush(stdout);
     }
+  std::printf("\n| weight | bits | rows | µs per call | µs per row | weight GB/s | %% of peak |\n|---|---|---|---|---|---|---|\n");
+  for (const Shape2& s : shapes) {
+    if (s.k < 4096) continue;  // the 9B's
+    const double bytes = static_cast<double>(s.n) * s.k / 2 + 2.0 * s.n * (s.k / 64) * 2;
+    const int copies = std::clamp(static_cast<int>(200e6 / bytes) + 1, 2, 512);
+    for (int64_t rows : {1, 2, 8, 16, 32, 64}) {
+      const double us = bench(s, 4, copies, rows);
+      const double gbs = bytes / (us * 1e-6) / 1e9;
+      std::printf("| %s | 4 | %lld | %.1f | %.2f | %.0f | %.0f%% |\n", s.name, static_cast<long long>(rows), us,
+                  us / static_cast<double>(rows), gbs, 100 * gbs / peak);
+      std::fflush(stdout);
+    }
+  }
   return 0;
 }

@@ -53,7 +53,8 @@ struct Level {
   double per_seq_tok_s = 0;    // mean over requests of (tokens − 1) / (last − first token)
   double ttft_mean_ms = 0, ttft_max_ms = 0;
   double step_ms = 0;              // steady window / steps in it
-  double gb_per_step = 0;          // weights as read (once per sequence today) + state + KV
+  double forwards_per_step = 0;    // decode forwards (batches) a step in that window
+  double gb_per_step = 0;          // weights once a forward + state + KV
   double gb_per_step_batched = 0;  // the same with the weights read once a step
 };
 
@@ -77,9 +78,11 @@ Level run_level(runtime::Engine& engine, int64_t n, const ConcurrencyPlan& plan)
     engine.add(w);
   }
   std::vector<double> step_end;  // when each step ended
+  std::vector<int64_t> forwards;  // decode forwards so far, at each step's end
   while (!engine.idle()) {
     engine.step();
     step_end.push_back(seconds_between(t0, Clock::now()));
+    forwards.push_back(engine.stats().decode_forwards);
   }
   Level l;
   l.requests = n;
@@ -108,11 +111,16 @@ Level run_level(runtime::Engine& engine, int64_t n, const ConcurrencyPlan& plan)
     in_window += std::count_if(w->times.begin(), w->times.end(),
                                [&](double t) { return t > last_first && t <= first_end; });
   const double window = first_end - last_first;
-  const auto window_steps = std::count_if(
-      step_end.begin(), step_end.end(), [&](double t) { return t > last_first && t <= first_end; });
+  int64_t window_steps = 0, window_forwards = 0;
+  for (size_t s = 0; s < step_end.size(); ++s) {
+    if (step_end[s] <= last_first || step_end[s] > first_end) continue;
+    ++window_steps;
+    window_forwards += forwards[s] - (s > 0 ? forwards[s - 1] : 0);
+  }
   if (window > 0 && window_steps > 0) {
     l.steady_tok_s = static_cast<double>(in_window) / window;
     l.step_ms = window / static_cast<double>(window_steps) * 1e3;
+    l.forwards_per_step = static_cast<double>(window_forwards) / static_cast<double>(window_steps);
   }
   return l;
 }
@@ -122,8 +130,8 @@ Level run_level(runtime::Engine& engine, int64_t n, const ConcurrencyPlan& plan)
 std::string concurrency_table_header() {
   return "| model | bits | requests | aggregate tok/s | steady decode tok/s | per-sequence tok/s | "
          "TTFT mean ms | "
-         "TTFT max ms | step ms | GB/step as run | GB/step batched | % of peak BW |\n"
-         "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+         "TTFT max ms | step ms | forwards/step | GB/step as run | GB/step batched | % of peak BW |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 }
 
 std::string bench_concurrency(const std::string& name, const Json& config, int bits,
@@ -153,25 +161,25 @@ std::string bench_concurrency(const std::string& name, const Json& config, int b
                  static_cast<long long>(n));
     try {
       Level l = run_level(engine, n, plan);
-      // A decode step reads the weights once per sequence today (each runs its own forward), every
+      // A decode step reads the weights once a decode forward (a batch of sequences), every
       // sequence's recurrent state (read and written) and its KV rows so far.
       const double weights = static_cast<double>(info.weight_bytes);
       const double state = 2.0 * static_cast<double>(info.state_bytes_fixed) +
                            static_cast<double>(info.state_bytes_per_token) *
                                static_cast<double>(plan.prompt + plan.tokens / 2);
-      l.gb_per_step = (weights * static_cast<double>(n) + state * static_cast<double>(n)) / 1e9;
+      l.gb_per_step = (weights * l.forwards_per_step + state * static_cast<double>(n)) / 1e9;
       l.gb_per_step_batched = (weights + state * static_cast<double>(n)) / 1e9;
       const double bw = l.step_ms > 0 ? l.gb_per_step * 1e9 / (l.step_ms / 1e3) : 0;
       out += fmt::format(
-          "| {} | {} | {} | {:.0f} | {:.0f} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.2f} | {:.2f} "
-          "| {} |\n",
+          "| {} | {} | {} | {:.0f} | {:.0f} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.1f} | {:.2f} "
+          "| {:.2f} | {} |\n",
           name, bits, n, l.aggregate_tok_s, l.steady_tok_s, l.per_seq_tok_s, l.ttft_mean_ms,
-          l.ttft_max_ms, l.step_ms, l.gb_per_step, l.gb_per_step_batched,
+          l.ttft_max_ms, l.step_ms, l.forwards_per_step, l.gb_per_step, l.gb_per_step_batched,
           peak_bandwidth > 0 ? fmt::format("{:.0f}%", 100.0 * bw / peak_bandwidth) : "n/a");
     } catch (const std::exception& e) {
       std::string why = e.what();
       std::replace(why.begin(), why.end(), '|', '/');
-      out += fmt::format("| {} | {} | {} | failed: {} |||||||||\n", name, bits, n, why);
+      out += fmt::format("| {} | {} | {} | failed: {} ||||||||||\n", name, bits, n, why);
     }
   }
   return out;
@@ -189,13 +197,12 @@ std::string concurrency_notes(const ConcurrencyPlan& plan) {
       "before the first end), over that window; step ms: that window over the engine steps in it.\n"
       "- per-sequence tok/s: mean over requests of (tokens − 1) / (last token − first token).\n"
       "- TTFT: from the run's start (all requests added) to each request's first token.\n"
-      "- GB/step as run: each sequence runs its own forward today, so a step reads the weights "
-      "once per "
-      "sequence, plus every sequence's recurrent state (read and written) and KV rows (at the "
-      "run's mean "
-      "context); GB/step batched: the same with the weights read once per step. % of peak BW: "
-      "GB/step as run "
-      "over step ms.\n",
+      "- forwards/step: decode forwards in the window over its steps (a forward carries up to the "
+      "model's max_decode_batch() sequences; running ahead, a step's decodes may take two).\n"
+      "- GB/step as run: the weights once a forward (a decode matmul of more than 16 rows reads "
+      "them once per 16), plus every sequence's recurrent state (read and written) and KV rows (at "
+      "the run's mean context); GB/step batched: the same with the weights read once per step. "
+      "% of peak BW: GB/step as run over step ms.\n",
       plan.prompt, plan.tokens);
 }
 
