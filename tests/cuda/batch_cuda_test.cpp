@@ -1,6 +1,6 @@
 // On the GPU, requests run together give exactly the tokens each gives alone (greedy and seeded
 // sampling, dense, hybrid and MoE fixtures, and random-weight MLX 4-bit checkpoints whose matrices
-// take the tensor-core decode kernels, one row and many), with run-ahead on as it is by default
+// take the tensor-core decode kernels, one row and many, or the CUDA-core ones), with run-ahead on as it is by default
 // there: batches of 3 and 17 with prompts cut into several chunks, arrivals while others run, slot
 // reuse, and cancellations.
 #include <gtest/gtest.h>
@@ -39,19 +39,30 @@ class CudaBatchExactness : public ::testing::TestWithParam<const char*> {
     const std::string name = GetParam();
     if (name.rfind("q4_", 0) != 0) return model::load_model(test::test_fixture("models/" + name), o);
     Json config;
-    if (name == "q4_dense") {
+    if (name == "q4_dense" || name == "q4_narrow") {
+      // q4_narrow: 128 wide, less than a k-tile: the CUDA-core decode kernels instead.
       config = Json::parse(R"({"model_type": "llama", "vocab_size": 512, "hidden_size": 256,
         "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
         "head_dim": 64, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 500000.0})");
+      if (name == "q4_narrow") {
+        config["hidden_size"] = 128;
+        config["intermediate_size"] = 192;
+        config["head_dim"] = 32;
+      }
     } else {
-      config = test::tiny_hybrid_config(false);
+      config = test::tiny_hybrid_config(name == "q4_moe");
       Json& t = config["text_config"];
       t["vocab_size"] = 512;
       t["hidden_size"] = 256;
-      t["intermediate_size"] = 512;
       t["head_dim"] = 64;
       t["linear_key_head_dim"] = 64;
       t["linear_value_head_dim"] = 64;
+      if (name == "q4_moe") {
+        t["moe_intermediate_size"] = 256;
+        t["shared_expert_intermediate_size"] = 256;
+      } else {
+        t["intermediate_size"] = 512;
+      }
     }
     checkpoints_.push_back(
         model::make_synthetic_checkpoint(config, {.bits = 4, .group_size = name == "q4_dense" ? 32 : 64}));
@@ -62,10 +73,10 @@ class CudaBatchExactness : public ::testing::TestWithParam<const char*> {
 };
 
 // The models batch as many sequences as their kernels keep exact: all of a step's (up to 64) where
-// every matrix takes the tensor-core kernels, else 8.
+// every matrix takes the tensor-core kernels and no expert routing, else 8.
 TEST_P(CudaBatchExactness, DecodeBatchSize) {
   const std::string name = GetParam();
-  EXPECT_EQ(load()->max_decode_batch(), name.rfind("q4_", 0) == 0 ? 64 : 8);
+  EXPECT_EQ(load()->max_decode_batch(), name == "q4_dense" || name == "q4_hybrid" ? 64 : 8);
 }
 
 TEST_P(CudaBatchExactness, ThreeRequestsTogether) {
@@ -88,7 +99,8 @@ TEST_P(CudaBatchExactness, CancellationsLeaveTheOthersExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaBatchExactness,
-                         ::testing::Values("llama", "qwen35", "qwen35_moe", "q4_dense", "q4_hybrid"));
+                         ::testing::Values("llama", "qwen35", "qwen35_moe", "q4_dense", "q4_hybrid", "q4_moe",
+                                           "q4_narrow"));
 
 }  // namespace
 }  // namespace strata
