@@ -115,14 +115,50 @@ void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps
   cpu::rms_norm_gated(x, w, z, eps, out);
 }
 
-void gdn_core(const GdnCore& c, const Tensor& y, MatmulFeed* feed) {
-  // The three checks share q (prepare and delta) and o (delta and norm), so together they place
-  // every tensor of the core on one device.
+namespace {
+// The three checks share q (prepare and delta) and o (delta and norm), so together they place
+// every tensor of the core on one device, which they return.
+Device check_core(const GdnCore& c, const Tensor& y) {
   const Device d =
       check_prepare(c.qkv, c.conv_weight, c.window, c.a, c.b, c.a_log, c.dt_bias, c.q, c.k, c.v, c.g, c.beta);
   check_delta(c.q, c.k, c.v, c.g, c.beta, c.state, c.o);
+  check_norm_gated(c.o.reshaped({c.o.numel() / c.v.dim(2), c.v.dim(2)}), c.norm, c.z, y);
+  return d;
+}
+}  // namespace
+
+void gdn_core_rows(const GdnCore& c, std::span<const Tensor> windows, std::span<const Tensor> states,
+                   const Tensor& y) {
+  const int64_t T = c.qkv.dim(0);
+  check(static_cast<int64_t>(windows.size()) == T && static_cast<int64_t>(states.size()) == T, ErrorKind::kInternal,
+        "gdn_core_rows: {} rows, {} windows, {} states", T, windows.size(), states.size());
+  // Row t of the step against sequence t's state.
+  auto row = [&](int64_t t) {
+    GdnCore one = c;
+    for (Tensor* r : {&one.qkv, &one.z, &one.a, &one.b, &one.q, &one.k, &one.v, &one.g, &one.beta, &one.o})
+      *r = r->rows(t, t + 1);
+    one.window = windows[static_cast<size_t>(t)];
+    one.state = states[static_cast<size_t>(t)];
+    return one;
+  };
+  if (T == 0) return;
+  const Device d = check_core(row(0), y.rows(0, 1));
+  for (int64_t t = 1; t < T; ++t) {
+    const Tensor& w = windows[static_cast<size_t>(t)];
+    const Tensor& s = states[static_cast<size_t>(t)];
+    check(w.device == d && s.device == d && w.dtype == windows[0].dtype && s.dtype == states[0].dtype &&
+              w.shape == windows[0].shape && s.shape == states[0].shape,
+          ErrorKind::kInternal, "gdn_core_rows: sequence {}'s window or state differs from the first's", t);
+  }
+#ifdef STRATA_HAVE_CUDA
+  if (d == Device::kCuda && cuda::gdn_core_rows(c, windows, states, y)) return;
+#endif
+  for (int64_t t = 0; t < T; ++t) gdn_core(row(t), y.rows(t, t + 1));
+}
+
+void gdn_core(const GdnCore& c, const Tensor& y, MatmulFeed* feed) {
+  const Device d = check_core(c, y);
   const Tensor o_rows = c.o.reshaped({c.o.numel() / c.v.dim(2), c.v.dim(2)});
-  check_norm_gated(o_rows, c.norm, c.z, y);
   STRATA_CUDA_DISPATCH("gdn_core", d, cuda::gdn_core(c, y, feed));
   MatmulFeed::none(feed);
   cpu::gdn_prepare(c.qkv, c.conv_weight, c.window, c.a, c.b, c.a_log, c.dt_bias, c.l2_eps, c.q_scale, c.q, c.k, c.v,

@@ -3,6 +3,8 @@
 // RMSNorm. Same contract as backend/ops.h: F32 views, outputs allocated by the caller.
 #pragma once
 
+#include <span>
+
 #include "core/tensor.h"
 
 namespace strata::backend {
@@ -60,5 +62,12 @@ struct GdnCore {
 };
 // `feed`: y's form for the out projection (see MatmulFeed in ops.h).
 void gdn_core(const GdnCore& core, const Tensor& y, MatmulFeed* feed = nullptr);
+
+// gdn_core for T sequences of one token each (a batched decode step): row t of the core's qkv, z,
+// a, b, scratch and y is sequence t's, whose window and state are windows[t] and states[t]
+// (core.window and core.state are not used). Each row's results are bit for bit those of gdn_core
+// on that row alone; on CUDA the rows run as one launch where the one-token kernel takes the shape.
+void gdn_core_rows(const GdnCore& core, std::span<const Tensor> windows, std::span<const Tensor> states,
+                   const Tensor& y);
 
 }  // namespace strata::backend

@@ -244,32 +244,50 @@ class Qwen35Model final : public Model {
     const Weight* in[] = {&M.qkv, &M.z, &M.b, &M.a};
     const Tensor in_out[] = {cq, z, b, a};
     ops::matmul_group(h, in, in_out, &feed);
-    // The core writes the out projection's input in its form only when it writes every row at once.
     ops::MatmulFeed y_feed{&M.out};
-    for (const StepPart& part : step.parts) {  // each sequence's rows through its own state
-      const int64_t r0 = part.row0, r1 = part.row0 + part.rows;
-      ops::GdnCore core{.qkv = cq.rows(r0, r1),
-                        .z = z.rows(r0, r1),
-                        .a = a.rows(r0, r1),
-                        .b = b.rows(r0, r1),
-                        .conv_weight = M.conv,
-                        .a_log = M.a_log,
-                        .dt_bias = M.dt_bias,
-                        .norm = M.norm,
-                        .window = part.state->buffers[L.state].tensor.view(),
-                        .state = part.state->buffers[L.state + 1].tensor.view(),
-                        .q = q.rows(r0, r1).reshaped({part.rows, c.key_heads, c.key_dim}),
-                        .k = k.rows(r0, r1).reshaped({part.rows, c.key_heads, c.key_dim}),
-                        .v = v.rows(r0, r1).reshaped({part.rows, c.value_heads, c.value_dim}),
-                        .g = g.rows(r0, r1),
-                        .beta = beta.rows(r0, r1),
-                        .o = o.rows(r0, r1).reshaped({part.rows, c.value_heads, c.value_dim}),
-                        .l2_eps = kL2NormEps,
-                        .q_scale = 1.0f / std::sqrt(static_cast<float>(c.key_dim)),
-                        .norm_eps = eps_,
-                        .form = part.rows <= kRecurrentMaxTokens ? ops::DeltaRuleForm::kRecurrent
-                                                                 : ops::DeltaRuleForm::kChunked};
-      ops::gdn_core(core, y.rows(r0, r1), step.batch() ? nullptr : &y_feed);
+    // The core of rows [r0, r1) against a recurrent state (none for a batch's rows: gdn_core_rows).
+    auto core_of = [&](int64_t r0, int64_t r1, const Tensor& window, const Tensor& state) {
+      const int64_t n = r1 - r0;
+      return ops::GdnCore{.qkv = cq.rows(r0, r1),
+                          .z = z.rows(r0, r1),
+                          .a = a.rows(r0, r1),
+                          .b = b.rows(r0, r1),
+                          .conv_weight = M.conv,
+                          .a_log = M.a_log,
+                          .dt_bias = M.dt_bias,
+                          .norm = M.norm,
+                          .window = window,
+                          .state = state,
+                          .q = q.rows(r0, r1).reshaped({n, c.key_heads, c.key_dim}),
+                          .k = k.rows(r0, r1).reshaped({n, c.key_heads, c.key_dim}),
+                          .v = v.rows(r0, r1).reshaped({n, c.value_heads, c.value_dim}),
+                          .g = g.rows(r0, r1),
+                          .beta = beta.rows(r0, r1),
+                          .o = o.rows(r0, r1).reshaped({n, c.value_heads, c.value_dim}),
+                          .l2_eps = kL2NormEps,
+                          .q_scale = 1.0f / std::sqrt(static_cast<float>(c.key_dim)),
+                          .norm_eps = eps_,
+                          .form = n <= kRecurrentMaxTokens ? ops::DeltaRuleForm::kRecurrent
+                                                           : ops::DeltaRuleForm::kChunked};
+    };
+    if (step.batch() && step.tokens == static_cast<int64_t>(step.parts.size())) {
+      // A decode step of several sequences, a token each: one op over their rows and states.
+      windows_.clear(), states_.clear();
+      for (const StepPart& part : step.parts) {
+        windows_.push_back(part.state->buffers[L.state].tensor.view());
+        states_.push_back(part.state->buffers[L.state + 1].tensor.view());
+      }
+      ops::GdnCore core = core_of(0, T, Tensor{}, Tensor{});
+      core.form = ops::DeltaRuleForm::kRecurrent;  // each row is one token, as alone
+      ops::gdn_core_rows(core, windows_, states_, y);
+    } else {
+      // The core writes the out projection's input in its form only when it writes every row at once.
+      for (const StepPart& part : step.parts) {  // each sequence's rows through its own state
+        const int64_t r0 = part.row0, r1 = part.row0 + part.rows;
+        ops::gdn_core(core_of(r0, r1, part.state->buffers[L.state].tensor.view(),
+                              part.state->buffers[L.state + 1].tensor.view()),
+                      y.rows(r0, r1), step.batch() ? nullptr : &y_feed);
+      }
     }
     ops::matmul(y, M.out, out, step.batch() ? nullptr : &y_feed);
   }
@@ -571,6 +589,7 @@ class Qwen35Model final : public Model {
   std::optional<Mtp> mtp_;
   size_t state_buffers_ = 0;
   int64_t decode_batch_ = 1;
+  std::vector<Tensor> windows_, states_;  // a batched step's, per sequence (reused: no allocation)
   backend::RopeParams rope_;
   StepRunner runner_;
   Scratch& s_;

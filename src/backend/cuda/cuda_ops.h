@@ -154,6 +154,10 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
                       const Tensor& state, const Tensor& out, DeltaRuleForm form);
 void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& out);
 void gdn_core(const GdnCore& core, const Tensor& y, MatmulFeed* feed = nullptr);
+// gdn_core_rows (backend/gdn.h) as one launch where the one-token kernel takes the shape; false
+// where it does not (the caller then runs the rows one by one).
+bool gdn_core_rows(const GdnCore& core, std::span<const Tensor> windows, std::span<const Tensor> states,
+                   const Tensor& y);
 
 void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights,
                   bool shared_last);

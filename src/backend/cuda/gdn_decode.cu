@@ -40,6 +40,7 @@ constexpr int kCoreMaxQk = 2;  // q and k channels one thread convolves
 constexpr int kCoreMaxThreads = 512;
 constexpr int kCoreMaxCluster = 8;  // the portable cluster size
 constexpr int kCoreMaxWarps = kCoreMaxThreads / 32;
+constexpr int kCoreMaxRows = 64;  // sequences of one batched launch (gdn_core_rows)
 
 // Lanes per state row (kG) and float4s per lane (kNc) for key heads of kDk.
 template <int kDk>
@@ -138,8 +139,9 @@ __device__ __forceinline__ void cluster_arrive_after(float read) {
 }
 #endif
 
+// One token of one sequence (below: the kernels of one sequence and of a batch's rows).
 template <int kDk>
-__global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const CoreParams p) {
+__device__ __forceinline__ void core_step(const CoreParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kG = CoreRows<kDk>::kG, kNc = CoreRows<kDk>::kNc;
   extern __shared__ float shared[];
@@ -267,6 +269,30 @@ __global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const 
 #endif
 }
 
+template <int kDk>
+__global__ void __launch_bounds__(kCoreMaxThreads) gdn_decode_core_kernel(const CoreParams p) {
+  core_step<kDk>(p);
+}
+
+// Each sequence's window and state, for a batch's rows (gdn_core_rows): row y of the launch's
+// grid is sequence y, one token.
+struct CoreRowStates {
+  float* window[kCoreMaxRows];
+  float* state[kCoreMaxRows];
+};
+
+// Row blockIdx.y of the step's qkv, z, a, b and y, against that sequence's window and state: each
+// row's clusters run exactly the one-sequence kernel's work.
+template <int kDk>
+__global__ void __launch_bounds__(kCoreMaxThreads)
+    gdn_decode_core_rows_kernel(const CoreParams p, const CoreRowStates rows) {
+  CoreParams q = p;
+  const int64_t row = blockIdx.y, C = 2LL * p.Hk * kDk + int64_t{p.Hv} * p.dv, V = int64_t{p.Hv} * p.dv;
+  q.qkv += row * C, q.z += row * V, q.a += row * p.Hv, q.b += row * p.Hv, q.y += row * V;
+  q.window = rows.window[row], q.state = rows.state[row];
+  core_step<kDk>(q);
+}
+
 // The shape for value heads split s ways, or cluster 0 where it does not fit (or dk has no kernel).
 CoreShape core_shape(int dk, int r, int dv, int s) {
   if (dk != 16 && dk != 32 && dk != 64 && dk != 128 && dk != 256) return {};
@@ -301,62 +327,103 @@ void launch_core(const CoreParams& p, const CoreShape& shape) {
                    static_cast<unsigned>(shape.threads), shape.shared_bytes, p);
 }
 
+template <int kDk>
+void launch_core_rows(const CoreParams& p, const CoreRowStates& rows, int64_t T, const CoreShape& shape) {
+  launch_clustered(static_cast<unsigned>(shape.cluster), gdn_decode_core_rows_kernel<kDk>,
+                   dim3(static_cast<unsigned>(p.Hk * shape.cluster), static_cast<unsigned>(T)),
+                   static_cast<unsigned>(shape.threads), shape.shared_bytes, p, rows);
+}
+
+// The one-token shape of the core, or none (cluster 0) where the kernel does not take it.
+CoreShape decode_shape(const GdnCore& c, int64_t T) {
+  const int64_t dk = c.q.dim(2), Hk = c.q.dim(1), Hv = c.v.dim(1), dv = c.v.dim(2);
+  const int64_t K = c.conv_weight.dim(1);
+  return T == 1 && clusters_supported() && K >= 2 && K <= kMaxConvK &&
+                 reinterpret_cast<uintptr_t>(c.state.data) % 16 == 0
+             ? choose_core_shape(static_cast<int>(dk), static_cast<int>(Hv / Hk), static_cast<int>(dv))
+             : CoreShape{};
+}
+
+CoreParams core_params(const GdnCore& c, const Tensor& y, const FeedForm& form, const CoreShape& shape) {
+  return CoreParams{c.qkv.as<const float>(),
+                    c.z.as<const float>(),
+                    c.a.as<const float>(),
+                    c.b.as<const float>(),
+                    c.conv_weight.as<const float>(),
+                    c.a_log.as<const float>(),
+                    c.dt_bias.as<const float>(),
+                    c.norm.as<const float>(),
+                    c.window.as<float>(),
+                    c.state.as<float>(),
+                    y.as<float>(),
+                    form.data,
+                    form.bits,
+                    form.folds,
+                    static_cast<int>(c.q.dim(1)),
+                    static_cast<int>(c.v.dim(1)),
+                    static_cast<int>(c.v.dim(2)),
+                    static_cast<int>(c.conv_weight.dim(1)),
+                    shape.split,
+                    c.l2_eps,
+                    c.q_scale,
+                    c.norm_eps};
+}
+
+// f(dk) with dk a compile-time value, for the key head widths the kernel takes.
+template <typename F>
+void with_dk(int64_t dk, F&& f) {
+  switch (dk) {
+    case 16:
+      return f(std::integral_constant<int, 16>{});
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    default:
+      return f(std::integral_constant<int, 256>{});  // core_shape takes no other
+  }
+}
+
 }  // namespace
 
 void gdn_core(const GdnCore& c, const Tensor& y, MatmulFeed* feed) {
-  const int64_t T = c.qkv.dim(0), Hk = c.q.dim(1), dk = c.q.dim(2), Hv = c.v.dim(1),
-                dv = c.v.dim(2);
-  const int64_t K = c.conv_weight.dim(1);
-  const CoreShape shape =
-      T == 1 && clusters_supported() && K >= 2 && K <= kMaxConvK &&
-              reinterpret_cast<uintptr_t>(c.state.data) % 16 == 0
-          ? choose_core_shape(static_cast<int>(dk), static_cast<int>(Hv / Hk), static_cast<int>(dv))
-          : CoreShape{};
+  const int64_t T = c.qkv.dim(0), Hv = c.v.dim(1), dv = c.v.dim(2);
+  const CoreShape shape = decode_shape(c, T);
   // A form of y where each block's rows are whole runs of it.
   const int64_t run = form_run(feed);
   const FeedForm form = begin_feed(FeedKind::kGdnCore, feed, y.data, T, Hv * dv,
                                    shape.cluster != 0 && run > 0 && (dv / shape.split) % run == 0);
   if (shape.cluster != 0) {
-    const CoreParams p{c.qkv.as<const float>(),
-                       c.z.as<const float>(),
-                       c.a.as<const float>(),
-                       c.b.as<const float>(),
-                       c.conv_weight.as<const float>(),
-                       c.a_log.as<const float>(),
-                       c.dt_bias.as<const float>(),
-                       c.norm.as<const float>(),
-                       c.window.as<float>(),
-                       c.state.as<float>(),
-                       y.as<float>(),
-                       form.data,
-                       form.bits,
-                       form.folds,
-                       static_cast<int>(Hk),
-                       static_cast<int>(Hv),
-                       static_cast<int>(dv),
-                       static_cast<int>(K),
-                       shape.split,
-                       c.l2_eps,
-                       c.q_scale,
-                       c.norm_eps};
-    switch (dk) {
-      case 16:
-        return launch_core<16>(p, shape);
-      case 32:
-        return launch_core<32>(p, shape);
-      case 64:
-        return launch_core<64>(p, shape);
-      case 128:
-        return launch_core<128>(p, shape);
-      default:
-        return launch_core<256>(p, shape);  // core_shape takes no other
-    }
+    const CoreParams p = core_params(c, y, form, shape);
+    with_dk(c.q.dim(2), [&](auto dk) { launch_core<dk.value>(p, shape); });
+    return;
   }
   // Qualified: DeltaRuleForm would bring in the backend ops of the same names too.
   cuda::gdn_prepare(c.qkv, c.conv_weight, c.window, c.a, c.b, c.a_log, c.dt_bias, c.l2_eps,
                     c.q_scale, c.q, c.k, c.v, c.g, c.beta);
   cuda::gated_delta_rule(c.q, c.k, c.v, c.g, c.beta, c.state, c.o, c.form);
   cuda::rms_norm_gated(c.o.reshaped({T * Hv, dv}), c.norm, c.z, c.norm_eps, y);
+}
+
+bool gdn_core_rows(const GdnCore& c, std::span<const Tensor> windows, std::span<const Tensor> states,
+                   const Tensor& y) {
+  const auto T = static_cast<int64_t>(states.size());
+  if (T < 2 || T > kCoreMaxRows) return false;
+  GdnCore one = c;  // row 0's shape decides: every row has the same
+  one.state = states[0];
+  const CoreShape shape = decode_shape(one, 1);
+  if (shape.cluster == 0) return false;
+  CoreRowStates rows{};
+  for (int64_t t = 0; t < T; ++t) {
+    if (reinterpret_cast<uintptr_t>(states[static_cast<size_t>(t)].data) % 16 != 0) return false;
+    rows.window[t] = windows[static_cast<size_t>(t)].as<float>();
+    rows.state[t] = states[static_cast<size_t>(t)].as<float>();
+  }
+  const CoreParams p = core_params(one, y, FeedForm{}, shape);
+  with_dk(c.q.dim(2), [&](auto dk) { launch_core_rows<dk.value>(p, rows, T, shape); });
+  return true;
 }
 
 }  // namespace strata::backend::cuda

@@ -453,5 +453,53 @@ TEST_F(CudaGdn, CoreReplaysAsAGraph) {
   EXPECT_TRUE(all_close(fetch(dy.view), y_ref, kDeltaTolerance)) << "output";
 }
 
+// A batched decode step's cores (gdn_core_rows): T sequences, a token each, against their own
+// windows and states in one op give each sequence bit for bit what gdn_core gives it alone (y,
+// window, state), at the 9B's shape and small ones, and at a shape the fused kernel does not take
+// (the rows then run one by one).
+TEST_F(CudaGdn, CoreRowsGiveEachSequenceItsOwnStep) {
+  const CoreShape shapes[] = {{"qwen35_9b", 16, 32, 128, 128, 4}, {"tiny16", 2, 4, 16, 16, 4}, {"dk48", 2, 4, 48, 32, 4}};
+  for (const CoreShape& s : shapes) {
+    const int64_t C = 2 * s.Hk * s.dk + s.Hv * s.dv, Cv = s.Hv * s.dv, T = 5;
+    const CoreLayer L = random_core_layer(s, 40);
+    auto dconv = cuda::upload(L.conv), dal = cuda::upload(L.a_log), ddt = cuda::upload(L.dt),
+         dnorm = cuda::upload(L.norm);
+    const CoreStep in = random_core_step(s, T, 41);
+    std::vector<HostTensor> windows, states;
+    std::vector<cuda::DeviceTensor> dwin, dstate, dwin1, dstate1;
+    std::vector<Tensor> wv, sv;
+    for (int64_t t = 0; t < T; ++t) {
+      windows.push_back(random_tensor({s.K - 1, C}, 50u + static_cast<uint32_t>(t)));
+      states.push_back(random_tensor({s.Hv, s.dv, s.dk}, 60u + static_cast<uint32_t>(t), 0.5f));
+      dwin.push_back(cuda::upload(windows.back()));
+      dstate.push_back(cuda::upload(states.back()));
+      dwin1.push_back(cuda::upload(windows.back()));
+      dstate1.push_back(cuda::upload(states.back()));
+      wv.push_back(dwin.back().view);
+      sv.push_back(dstate.back().view);
+    }
+    auto dy = cuda::upload(nan_tensor({T, Cv}));
+    backend::gdn_core_rows(core_args(s, 1, in.device_views, dconv.view, dal.view, ddt.view, dnorm.view, Tensor{},
+                                     Tensor{}),
+                           wv, sv, dy.view);
+    const HostTensor y = fetch(dy.view);
+    for (int64_t t = 0; t < T; ++t) {
+      const std::string what = std::string(s.name) + " sequence " + std::to_string(t);
+      std::vector<Tensor> row;
+      for (const Tensor& v : in.device_views) row.push_back(v.rows(t, t + 1));
+      auto dy1 = cuda::upload(nan_tensor({1, Cv}));
+      backend::gdn_core(core_args(s, 1, row, dconv.view, dal.view, ddt.view, dnorm.view,
+                                  dwin1[static_cast<size_t>(t)].view, dstate1[static_cast<size_t>(t)].view),
+                        dy1.view);
+      EXPECT_TRUE(all_close(slice_rows(y, t, t + 1), fetch(dy1.view), 0.0f)) << what << " y";
+      EXPECT_TRUE(all_close(fetch(dwin[static_cast<size_t>(t)].view), fetch(dwin1[static_cast<size_t>(t)].view), 0.0f))
+          << what << " window";
+      EXPECT_TRUE(all_close(fetch(dstate[static_cast<size_t>(t)].view), fetch(dstate1[static_cast<size_t>(t)].view), 0.0f))
+          << what << " state";
+    }
+  }
+}
+
+
 }  // namespace
 }  // namespace strata
