@@ -41,14 +41,7 @@ class CudaBatchExactness : public ::testing::TestWithParam<const char*> {
     Json config;
     if (name == "q4_dense" || name == "q4_narrow") {
       // q4_narrow: 128 wide, less than a k-tile: the CUDA-core decode kernels instead.
-      config = Json::parse(R"({"model_type": "llama", "vocab_size": 512, "hidden_size": 256,
-        "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "head_dim": 64, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 500000.0})");
-      if (name == "q4_narrow") {
-        config["hidden_size"] = 128;
-        config["intermediate_size"] = 192;
-        config["head_dim"] = 32;
-      }
+      config = name == "q4_dense" ? test::tiny_llama_config(512, 64, 512) : test::tiny_llama_config(512, 32, 192);
     } else {
       config = test::tiny_hybrid_config(name == "q4_moe");
       Json& t = config["text_config"];

@@ -5,6 +5,17 @@
 
 namespace strata::test {
 
+// A Llama of 2 layers, 4 query heads and 2 KV heads of head_dim (hidden = 4 · head_dim).
+inline Json tiny_llama_config(int64_t vocab, int64_t head_dim, int64_t intermediate) {
+  Json c = Json::parse(R"({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 500000.0})");
+  c["vocab_size"] = vocab;
+  c["hidden_size"] = 4 * head_dim;
+  c["head_dim"] = head_dim;
+  c["intermediate_size"] = intermediate;
+  return c;
+}
+
 // A Qwen3.5 hybrid (3 GDN + 1 attention layers; dense FFN, tied embeddings) or, with moe, a
 // Qwen3.5-MoE (8 stacked experts, 2 a token, a shared expert of the routed experts' size, so that it
 // folds into them; 8-bit routers in synthetic checkpoints).

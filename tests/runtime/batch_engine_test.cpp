@@ -56,9 +56,7 @@ class BatchExactness : public ::testing::TestWithParam<Case> {
     if (name.rfind("q4_", 0) != 0) return model::load_model(test::test_fixture("models/" + name));
     Json config;
     if (name == "q4_dense") {
-      config = Json::parse(R"({"model_type": "llama", "vocab_size": 320, "hidden_size": 128,
-        "intermediate_size": 192, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "head_dim": 32, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 500000.0})");
+      config = test::tiny_llama_config(320, 32, 192);
     } else {
       config = test::tiny_hybrid_config(name == "q4_moe");
     }
