@@ -72,8 +72,8 @@ std::unique_ptr<control::ThinkController> make_think_controller(
   return std::make_unique<control::ThinkController>(std::move(s));
 }
 
-OrderedJson strata_extension_json(bool routed, const control::ThinkController* think) {
-  const control::ThinkReport report = think ? think->report() : control::ThinkReport{};
+OrderedJson strata_extension_json(bool routed, const std::optional<control::ThinkReport>& think) {
+  const control::ThinkReport report = think.value_or(control::ThinkReport{});
   return {{"thinking",
            {{"routed", routed},
             {"budget_closed", report.budget_closed},

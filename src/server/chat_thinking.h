@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "control/think_control.h"
 #include "server/openai_request.h"
@@ -29,7 +30,7 @@ std::unique_ptr<control::ThinkController> make_think_controller(
     int64_t max_thinking_tokens, int64_t max_answer_tokens);
 
 // {"thinking": {"routed", "budget_closed", "loop_escaped", "answer_loop_stopped",
-// "reasoning_tokens"}}; `think` may be null (no controller ran).
-OrderedJson strata_extension_json(bool routed, const control::ThinkController* think);
+// "reasoning_tokens"}}; `think` may be empty (no controller ran).
+OrderedJson strata_extension_json(bool routed, const std::optional<control::ThinkReport>& think);
 
 }  // namespace strata::server

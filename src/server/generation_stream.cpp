@@ -122,6 +122,10 @@ void GenerationStream::on_logprob(const runtime::TokenLogprob& logprob) { next_l
 
 bool GenerationStream::on_token(int32_t id) {
   Token token{id, std::nullopt};
+  if (think_) {  // the controller has seen this token (engine thread, as here)
+    token.reasoning = think_->report().reasoning_tokens;
+    token.answer = think_->report().answer_tokens;
+  }
   if (top_logprobs_ >= 0) {
     OutputLogprob entry;
     if (next_logprob_ && next_logprob_->token == id) {
@@ -145,6 +149,8 @@ bool GenerationStream::on_token(int32_t id) {
 void GenerationStream::take(Token token) {
   if (stop_.load(std::memory_order_relaxed)) return;  // computed after the text ended: dropped
   ++completion_tokens_;
+  kept_reasoning_ = token.reasoning;
+  kept_answer_ = token.answer;
   if (token.logprob) {
     token.logprob->text_offset = decoded_chars_;
     held_.push_back(std::move(*token.logprob));
@@ -154,6 +160,16 @@ void GenerationStream::take(Token token) {
   const control::StopStringMatcher::Result r = stops_.push(piece);
   emit(r.text, false);
   if (r.stopped || calls_complete_) stop_.store(true, std::memory_order_relaxed);
+}
+
+std::optional<control::ThinkReport> GenerationStream::think_report() const {
+  if (!think_) return std::nullopt;
+  control::ThinkReport r = think_->report();
+  if (stops_.stopped() || calls_complete_) {  // the text ended before the engine did
+    r.reasoning_tokens = kept_reasoning_;
+    r.answer_tokens = kept_answer_;
+  }
+  return r;
 }
 
 void GenerationStream::end(const runtime::GenerationResult& result) {

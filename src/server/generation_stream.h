@@ -66,7 +66,10 @@ class GenerationStream : public GenerationJob {
   // Valid once wait() returned done.
   const text::chat::ParsedMessage& message() const { return message_; }
   const std::vector<OutputLogprob>& logprobs() const { return logprobs_; }  // every entry sent
-  const control::ThinkController* think() const { return think_.get(); }
+  // The think controller's report as of the last token the answer kept (none without a controller):
+  // the controller runs on the engine thread and may see a token or two computed after a stop
+  // string ended the text; its counts are taken back to the last kept token (its flags stand).
+  std::optional<control::ThinkReport> think_report() const;
   int64_t completion_tokens() const { return completion_tokens_; }
   double seconds_to_first_token() const;  // from construction (queue wait + prefill)
   double prefill_seconds() const { return result_.prefill_seconds; }
@@ -81,6 +84,7 @@ class GenerationStream : public GenerationJob {
   struct Token {  // what the engine hands over
     int32_t id = 0;
     std::optional<OutputLogprob> logprob;  // when log-probabilities were asked for
+    int64_t reasoning = 0, answer = 0;     // the think controller's counts with this token
   };
 
   void on_logprob(const runtime::TokenLogprob& logprob);  // engine: just before its on_token
@@ -112,6 +116,7 @@ class GenerationStream : public GenerationJob {
   bool calls_complete_ = false;  // the parser's max_tool_calls are all parsed: generation ends
   int top_logprobs_ = -1;
   std::vector<OutputLogprob> held_;  // entries of tokens whose text no delta has carried yet
+  int64_t kept_reasoning_ = 0, kept_answer_ = 0;  // the controller's counts at the last kept token
   int64_t decoded_chars_ = 0;        // characters the detokenizer produced
   int64_t passed_chars_ = 0;         // characters that got past the stop strings
   StreamUpdate pending_;             // what the next wait() returns

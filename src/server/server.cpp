@@ -489,8 +489,8 @@ struct Server::Impl {
     u.prompt_tokens = static_cast<int64_t>(job.request.prompt.size());
     u.completion_tokens = job.completion_tokens();
     const std::string& reasoning = job.message().reasoning_content;
-    if (job.think())
-      u.reasoning_tokens = job.think()->report().reasoning_tokens;
+    if (const std::optional<control::ThinkReport> think = job.think_report())
+      u.reasoning_tokens = think->reasoning_tokens;
     else if (!reasoning.empty())
       u.reasoning_tokens = static_cast<int64_t>(model.tokenizer.encode(reasoning).size());
     return u;
@@ -579,8 +579,8 @@ struct Server::Impl {
   void observe(const GenerationStream& job) {
     metrics.observe_generation(job.seconds_to_first_token(),
                                job.prefill_seconds() + job.decode_seconds());
-    if (const control::ThinkController* think = job.think()) {
-      const control::ThinkReport& r = think->report();
+    if (const std::optional<control::ThinkReport> think = job.think_report()) {
+      const control::ThinkReport& r = *think;
       metrics.count_think_control(r.budget_closed, r.loop_escaped, r.answer_loop_stopped);
       if (r.budget_closed || r.loop_escaped || r.answer_loop_stopped)
         log::info(
@@ -643,8 +643,9 @@ struct Server::Impl {
 
   // The "strata" extension of a chat response, when think control had a say in it.
   static std::optional<OrderedJson> chat_extension(const GenerationStream& job, bool routed) {
-    if (!routed && !job.think()) return std::nullopt;
-    return strata_extension_json(routed, job.think());
+    const std::optional<control::ThinkReport> think = job.think_report();
+    if (!routed && !think) return std::nullopt;
+    return strata_extension_json(routed, think);
   }
 
   HttpResponse whole_chat(const HttpRequest& http_request, const Jobs& jobs, ResponseHeader header,

@@ -180,6 +180,21 @@ TEST(ServerThinkControl, StreamingGivesTheSameSplitAsNonStreaming) {
   for (const Json& chunk : st.chunks) EXPECT_EQ(chunk.dump().find("think>"), std::string::npos);
 }
 
+// A stop string that ends the text inside the thinking: the reasoning tokens reported (usage and
+// the extension) are the tokens the answer kept, never the one or two the engine computed after
+// the stop string before it heard of it.
+TEST(ServerThinkControl, AStopStringInTheThinkingCountsOnlyTheKeptTokens) {
+  TestServer s(thinker(kProse, "", "The total is 42."), {}, kEngine);
+  for (int i = 0; i < 5; ++i) {
+    const Json j = chat(s, chat_body("Add up 3, 5 and 34.", {{"max_thinking_tokens", 200}, {"stop", {"partial"}}}));
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+    const int64_t kept = j["usage"]["completion_tokens"];
+    EXPECT_GT(kept, 0);
+    EXPECT_EQ(j["usage"]["completion_tokens_details"]["reasoning_tokens"], kept) << j.dump();
+    EXPECT_EQ(j["strata"]["thinking"]["reasoning_tokens"], kept) << j.dump();
+  }
+}
+
 TEST(ServerThinkControl, MaxTokensCountsOnlyAnswerTokens) {
   const std::string answer = "\n\nThe answer is forty-two, as computed above.";
   TestServer s(thinker(kProse, "", answer), {}, kEngine);
