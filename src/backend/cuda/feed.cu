@@ -36,7 +36,7 @@ FeedForm begin_feed(FeedKind kind, MatmulFeed* feed, const void* source, int64_t
       !feeds_enabled(kind) || !gemv_tc_supported(*w))
     return {};
   const FeedForm form{
-      w->bits, w->bits == 4 && w->group_size == 32 ? 2 : 1, K,
+      w->bits, form_folds(*w), K,
       static_cast<uint4*>(workspace(feed->slot == 0 ? WorkspaceSlot::kFeed0 : WorkspaceSlot::kFeed1,
                                     static_cast<size_t>(rows) * form_bytes(w->bits, K)))};
   feed->source = source;

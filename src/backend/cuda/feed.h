@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "backend/cuda/gemv_math.h"
+#include "backend/cuda/scale_type.h"
 #include "backend/ops.h"
 #include "backend/weight.h"
 
@@ -33,6 +34,9 @@ struct FeedForm {
   int64_t K = 0;
   uint4* data = nullptr;
 };
+
+// The folds of a run of w's codes: two at 4 bits in groups of 32 (a run spans two groups), else one.
+inline int form_folds(const Weight& w) { return w.bits == 4 && w.group_size == 32 ? 2 : 1; }
 
 // Bytes of the form of K activations for a weight of `bits`.
 size_t form_bytes(int bits, int64_t K);
@@ -93,6 +97,15 @@ __host__ __device__ __forceinline__ void with_format(int bits, int folds, F&& f)
   } else {
     f(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{});
   }
+}
+
+// f(bits, folds, scale) for a weight the tensor-core kernels take, all three compile-time values
+// (the scale a value of its scale type).
+template <typename F>
+void with_weight_format(const Weight& w, F&& f) {
+  with_scale_type(w, [&](auto s) {
+    with_format(w.bits, form_folds(w), [&](auto bits, auto folds) { f(bits, folds, s); });
+  });
 }
 
 // with_format for a form that is not empty.

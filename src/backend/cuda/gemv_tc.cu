@@ -457,20 +457,6 @@ void launch_gemv(std::span<const Weight* const> ws, std::span<float* const> outs
          K, group_shift, shape.row_warps, tiles16, glu);
 }
 
-// f(bits, folds, scale type) with all three as compile-time values, for w's format.
-template <typename F>
-void with_tc_format(const Weight& w, F&& f) {
-  with_scale_type(w, [&](auto s) {
-    if (w.bits == 4 && w.group_size == 32) {
-      f(std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{}, s);
-    } else if (w.bits == 4) {
-      f(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{}, s);
-    } else {
-      f(std::integral_constant<int, 8>{}, std::integral_constant<int, 1>{}, s);
-    }
-  });
-}
-
 }  // namespace
 
 bool gemv_tc_glu_feed_ok(std::span<const Weight* const> ws, const Weight& down) {
@@ -513,7 +499,7 @@ void gemv_tc(const float* x, const float* gate, std::span<const Weight* const> w
     }
   };
   // The down projection's SiLU(gate) ⊙ up, or plain activations; converted in the blocks, or once.
-  with_tc_format(w0, [&](auto bits, auto folds, auto s) {
+  with_weight_format(w0, [&](auto bits, auto folds, auto s) {
     using S = decltype(s);
     with_flag(gate != nullptr, [&](auto glu_in) {
       with_flag(form != nullptr || K >= kSeparateConversionMinK, [&](auto separate) {
@@ -530,7 +516,7 @@ void gemv_tc_rows(const float* x, const float* gate, int64_t T, std::span<const 
   if (T < 1) return;
   const Weight& w0 = *ws[0];
   const int64_t K = w0.cols();
-  with_tc_format(w0, [&](auto bits, auto folds, auto s) {
+  with_weight_format(w0, [&](auto bits, auto folds, auto s) {
     using S = decltype(s);
     constexpr int kBits = bits.value, kFolds = folds.value;
     WeightSegments segs;

@@ -218,16 +218,8 @@ void launch_rows_format(const uint4* forms, int64_t T, std::span<const Weight* c
 
 void launch_gemv_rows(const uint4* forms, int64_t T, std::span<const Weight* const> ws,
                       std::span<float* const> outs, int k_warps) {
-  const Weight& w0 = *ws[0];
-  with_scale_type(w0, [&](auto s) {
-    using S = decltype(s);
-    if (w0.bits == 4 && w0.group_size == 32) {
-      launch_rows_format<4, 2, S>(forms, T, ws, outs, k_warps);
-    } else if (w0.bits == 4) {
-      launch_rows_format<4, 1, S>(forms, T, ws, outs, k_warps);
-    } else {
-      launch_rows_format<8, 1, S>(forms, T, ws, outs, k_warps);
-    }
+  with_weight_format(*ws[0], [&](auto bits, auto folds, auto s) {
+    launch_rows_format<bits.value, folds.value, decltype(s)>(forms, T, ws, outs, k_warps);
   });
 }
 

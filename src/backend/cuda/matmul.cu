@@ -241,10 +241,11 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
     tensor_cores = tensor_cores && gemv_tc_supported(*w);
   }
   tensor_cores = tensor_cores && fusable && tensor_cores_enabled();
-  float* out_ptr[kMaxSegments];
+  float* out_ptr[kMaxSegments];  // of a launch of segments (at most kMaxSegments: fusable)
+  if (fusable)
+    for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
   if (tensor_cores && rows > 1 && rows <= kMaxFedRows) {
     // A batch's decode rows (or a short prompt chunk): each row as gemv_tc gives it alone.
-    for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
     gemv_tc_rows(x.as<const float>(), nullptr, rows, ws, std::span<float* const>(out_ptr, ws.size()),
                  fed_form(feed, x.data, *ws[0]));
     return;
@@ -265,7 +266,6 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
     return;
   }
   const float* xs = x.as<const float>();
-  for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
   if (tensor_cores) {
     const bool glu_ok = glu_feed != nullptr && glu_feed->weight != nullptr &&
                         gemv_tc_glu_feed_ok(ws, *glu_feed->weight);
