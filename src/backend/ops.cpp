@@ -38,6 +38,36 @@ void check_cuda_weight(const Weight& w) {
 std::span<const int32_t> host_ints(const Tensor& t) {
   return {t.as<const int32_t>(), static_cast<size_t>(t.numel())};
 }
+// A paged cache's block table: I32 [blocks] on the cache's device, blocks of a power-of-two size
+// that tile the pool.
+void require_kv_blocks(const char* op, const KvBlocks& blocks, const Tensor& cache) {
+  if (!blocks.paged()) return;
+  const int64_t b = blocks.block_tokens;
+  check(blocks.table.dtype == DType::kI32 && blocks.table.rank() == 1 &&
+            blocks.table.device == cache.device && b > 0 && (b & (b - 1)) == 0 && b <= (1 << 20) &&
+            cache.dim(0) % b == 0,
+        ErrorKind::kInternal, "op {}: block table {} of {}-token blocks for a pool of {} rows", op,
+        blocks.table.shape.str(), b, cache.dim(0));
+}
+// The cache rows of a sequence's tokens (the CPU path), each checked to lie in the sequence's
+// capacity and the cache. `rows` is the caller's grow-only scratch.
+std::span<const int32_t> cache_rows(std::span<const int32_t> tokens, const KvBlocks& blocks,
+                                    const Tensor& cache, std::vector<int32_t>& rows) {
+  rows.resize(tokens.size());
+  const int64_t capacity = blocks.capacity(cache), b = blocks.block_tokens;
+  const std::span<const int32_t> table =
+      blocks.paged() ? host_ints(blocks.table) : std::span<const int32_t>{};
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int64_t t = tokens[i];
+    check(t >= 0 && t < capacity, ErrorKind::kInternal, "token {} of a sequence of capacity {}", t,
+          capacity);
+    const int64_t row = blocks.paged() ? int64_t{table[static_cast<size_t>(t / b)]} * b + t % b : t;
+    check(row >= 0 && row < cache.dim(0), ErrorKind::kInternal,
+          "token {} lies in row {} of a cache of {} rows", t, row, cache.dim(0));
+    rows[i] = static_cast<int32_t>(row);
+  }
+  return rows;
+}
 }  // namespace
 
 void embedding(const Weight& table, const Tensor& ids, const Tensor& out) {
@@ -144,7 +174,8 @@ void rope(const Tensor& x, const Tensor& positions, const RopeParams& params) {
 
 void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
                         const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
-                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache) {
+                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
+                        const KvBlocks& blocks) {
   const bool gated = !gate_out.empty();
   const Device d = placement("qk_norm_rope_store", {&q, &k, &v, &positions, &q_out, &k_cache, &v_cache});
   detail::require_f32("qk_norm_rope_store", {&q, &k, &v, &q_out});
@@ -169,31 +200,42 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
         ErrorKind::kInternal, "qk_norm_rope_store: rotary_dim {} for head dim {}", rope_params.rotary_dim, D);
   check(d != Device::kCuda || D <= 256, ErrorKind::kUnsupported, "CUDA qk_norm_rope_store: head dim {} above 256",
         D);
+  require_kv_blocks("qk_norm_rope_store", blocks, k_cache);
   STRATA_CUDA_DISPATCH("qk_norm_rope_store", d,
                        cuda::qk_norm_rope_store(q, k, v, norm, rope_params, positions, q_out, gate_out, k_cache,
-                                                v_cache));
-  for (int32_t p : host_ints(positions))
-    check(p >= 0 && p < k_cache.dim(0), ErrorKind::kInternal, "qk_norm_rope_store: row {} of cache {}", p,
-          k_cache.shape.str());
-  cpu::qk_norm_rope_store(q, k, v, norm, rope_params, host_ints(positions), q_out, gate_out, k_cache, v_cache);
+                                                v_cache, blocks));
+  static thread_local std::vector<int32_t> scratch;  // grow-only
+  const std::span<const int32_t> rows = cache_rows(host_ints(positions), blocks, k_cache, scratch);
+  cpu::qk_norm_rope_store(q, k, v, norm, rope_params, host_ints(positions), rows, q_out, gate_out, k_cache,
+                          v_cache);
 }
 
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
-               int64_t kv_bound, float scale, int64_t window, const Tensor& out) {
+               int64_t kv_bound, float scale, int64_t window, const Tensor& out, const KvBlocks& blocks) {
   const Device d = placement("attention", {&q, &k_cache, &v_cache, &positions, &out});
   detail::require_f32("attention", {&q, &out});
   require_kv_cache("attention", k_cache, v_cache);
   require_i32("attention", positions, q.dim(0));
   check(q.rank() == 3 && k_cache.rank() == 3 && q.dim(2) == k_cache.dim(2) && q.dim(1) % k_cache.dim(1) == 0 &&
-            kv_bound >= q.dim(0) && kv_bound <= k_cache.dim(0) && k_cache.shape == v_cache.shape &&
+            kv_bound >= q.dim(0) && kv_bound <= blocks.capacity(k_cache) && k_cache.shape == v_cache.shape &&
             out.shape == q.shape,
         ErrorKind::kInternal, "attention: q {} cache {} bound {}", q.shape.str(), k_cache.shape.str(), kv_bound);
-  STRATA_CUDA_DISPATCH("attention", d, cuda::attention(q, k_cache, v_cache, positions, kv_bound, scale, window, out));
+  require_kv_blocks("attention", blocks, k_cache);
+  STRATA_CUDA_DISPATCH("attention", d,
+                       cuda::attention(q, k_cache, v_cache, positions, kv_bound, scale, window, out, blocks));
   const std::span<const int32_t> pos = host_ints(positions);
   for (size_t t = 0; t < pos.size(); ++t)
     check(pos[t] >= 0 && pos[t] < kv_bound && (t == 0 || pos[t] > pos[t - 1]), ErrorKind::kInternal,
           "attention: position {} of query {} (bound {})", pos[t], t, kv_bound);
-  cpu::attention(q, k_cache, v_cache, pos, scale, window, out);
+  // The rows of every token a query may read: positions [0, last] of the sequence.
+  static thread_local std::vector<int32_t> keys, scratch;  // grow-only, to a whole capacity at once
+  const auto capacity = static_cast<size_t>(blocks.capacity(k_cache));
+  keys.reserve(capacity);
+  scratch.reserve(capacity);
+  keys.resize(pos.empty() ? 0 : static_cast<size_t>(pos.back()) + 1);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<int32_t>(i);
+  cpu::attention(q, k_cache, v_cache, pos, cache_rows(keys, blocks, k_cache, scratch),
+                 static_cast<int64_t>(capacity), scale, window, out);
 }
 
 void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act,

@@ -92,15 +92,32 @@ struct RopeParams {
 // positions: I32 [T] on x's device.
 void rope(const Tensor& x, const Tensor& positions, const RopeParams& params);
 
+// Where a sequence's tokens lie in a KV cache ([rows, Hkv, D]). Plain (table empty): the cache is
+// the sequence's own and token i lies in row i. Paged: the cache is a pool of blocks of
+// block_tokens rows (a power of two) that many sequences share, and token i lies in row
+// table[i / block_tokens] * block_tokens + i % block_tokens. table: I32 [blocks] on the cache's
+// device, one entry for every block the sequence may hold; the entries its positions reach name
+// blocks of the pool.
+struct KvBlocks {
+  Tensor table;
+  int64_t block_tokens = 0;
+  bool paged() const { return !table.empty(); }
+  // The tokens a sequence can have in `cache`.
+  int64_t capacity(const Tensor& cache) const {
+    return paged() ? table.numel() * block_tokens : cache.dim(0);
+  }
+};
+
 // Causal GQA attention of T new queries against a KV cache. q: [T, Hq, D]; k_cache, v_cache:
 // [capacity, Hkv, D], F32 or BF16 (both alike; BF16 values are widened to fp32 as they are read);
 // positions: I32 [T] on q's device, increasing; out: [T, Hq, D]. Query t sits at position
 // positions[t] and attends to cache rows [0, positions[t]]; window > 0 limits it to the
 // last `window` of them. kv_bound (host) is an upper bound on positions[T-1] + 1, at most the
 // capacity: it sizes the work where positions are only known on the device (a captured graph
-// serves every step whose positions stay below its bound).
+// serves every step whose positions stay below its bound). `blocks`: where the tokens lie.
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
-               int64_t kv_bound, float scale, int64_t window, const Tensor& out);
+               int64_t kv_bound, float scale, int64_t window, const Tensor& out,
+               const KvBlocks& blocks = {});
 
 // What stands between the q/k/v projections and attention(), per token and head:
 //   q_out = rope(norm_q(q)),  k = rope(norm_k(k)) (in place),  k_cache[p] = k,  v_cache[p] = v,
@@ -117,7 +134,8 @@ struct QkNorm {
 };
 void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
                         const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
-                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache);
+                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
+                        const KvBlocks& blocks = {});
 
 // out = SiLU(gate) ⊙ up, elementwise ([T, I] each).
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);

@@ -12,16 +12,16 @@ namespace strata::backend::cpu {
 
 namespace {
 
-// Rows t of src (F32 [T, ...]) into rows positions[t] of cache, rounded to BF16 where the cache is.
-void store_cache_rows(const Tensor& src, std::span<const int32_t> positions, const Tensor& cache) {
+// Rows t of src (F32 [T, ...]) into rows rows[t] of cache, rounded to BF16 where the cache is.
+void store_cache_rows(const Tensor& src, std::span<const int32_t> rows, const Tensor& cache) {
   if (cache.dtype == DType::kF32) {
-    store_rows(src, positions, cache);
+    store_rows(src, rows, cache);
     return;
   }
   const int64_t width = src.numel() / src.dim(0);
-  for (size_t t = 0; t < positions.size(); ++t) {
+  for (size_t t = 0; t < rows.size(); ++t) {
     const float* from = src.as<const float>() + static_cast<int64_t>(t) * width;
-    uint16_t* to = cache.as<uint16_t>() + static_cast<int64_t>(positions[t]) * width;
+    uint16_t* to = cache.as<uint16_t>() + static_cast<int64_t>(rows[t]) * width;
     for (int64_t i = 0; i < width; ++i) to[i] = f32_to_bf16(from[i]);
   }
 }
@@ -33,10 +33,12 @@ void store_cache_rows(const Tensor& src, std::span<const int32_t> positions, con
 // one, fused in the other).
 struct CacheRows {
   const Tensor& cache;
+  std::span<const int32_t> rows;  // of the sequence's tokens
   int64_t kv_head;
 
   const float* row(int64_t key, float* scratch) const {
-    const int64_t Hkv = cache.dim(1), D = cache.dim(2), at = (key * Hkv + kv_head) * D;
+    const int64_t Hkv = cache.dim(1), D = cache.dim(2);
+    const int64_t at = (int64_t{rows[static_cast<size_t>(key)]} * Hkv + kv_head) * D;
     if (cache.dtype == DType::kF32) return cache.as<const float>() + at;
     const uint16_t* r = cache.as<const uint16_t>() + at;
     for (int64_t d = 0; d < D; ++d) scratch[d] = bf16_to_f32(r[d]);
@@ -45,9 +47,12 @@ struct CacheRows {
 };
 
 void attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-            std::span<const int32_t> positions, float scale, int64_t window, const Tensor& out) {
+            std::span<const int32_t> positions, std::span<const int32_t> rows, size_t capacity_tokens,
+            float scale, int64_t window, const Tensor& out) {
   const int64_t T = q.dim(0), Hq = q.dim(1), D = q.dim(2);
-  const int64_t capacity = k_cache.dim(0), group = Hq / k_cache.dim(1);
+  // Scratch for every key the sequence may have, so that it does not grow as the sequence fills.
+  const auto capacity = static_cast<int64_t>(std::max(rows.size(), capacity_tokens));
+  const int64_t group = Hq / k_cache.dim(1);
   const float* qp = q.as<const float>();
   float* op = out.as<float>();
 #pragma omp parallel
@@ -55,14 +60,14 @@ void attend(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     static thread_local std::vector<float> scores, acc, row;  // grow-only, per thread
     acc.resize(D);
     row.resize(D);
-    scores.reserve(static_cast<size_t>(capacity));  // the whole cache: no growth as it fills
+    scores.reserve(static_cast<size_t>(capacity));  // every key: no growth as the sequence fills
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t h = 0; h < Hq; ++h) {
         const int64_t pos = positions[t];
         const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
         const int64_t n = pos - first + 1;
-        const CacheRows keys{k_cache, h / group}, values{v_cache, h / group};
+        const CacheRows keys{k_cache, rows, h / group}, values{v_cache, rows, h / group};
         const float* qv = qp + (t * Hq + h) * D;
         scores.resize(n);
         float max_s = -INFINITY;
@@ -122,8 +127,9 @@ void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams&
 
 // The composition the fused op replaces, op by op, so that it computes exactly what they did.
 void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
-                        const RopeParams& rope_params, std::span<const int32_t> positions, const Tensor& q_out,
-                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache) {
+                        const RopeParams& rope_params, std::span<const int32_t> positions,
+                        std::span<const int32_t> rows, const Tensor& q_out, const Tensor& gate_out,
+                        const Tensor& k_cache, const Tensor& v_cache) {
   const int64_t T = q_out.dim(0), Hq = q_out.dim(1), D = q_out.dim(2);
   if (q.dim(2) == 2 * D) {
     const Tensor parts[] = {q_out.reshaped({T * Hq, D}), gate_out.reshaped({T * Hq, D})};
@@ -137,13 +143,14 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
   }
   rope(q_out, positions, rope_params);
   rope(k, positions, rope_params);
-  store_cache_rows(k, positions, k_cache);
-  store_cache_rows(v, positions, v_cache);
+  store_cache_rows(k, rows, k_cache);
+  store_cache_rows(v, rows, v_cache);
 }
 
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
-               float scale, int64_t window, const Tensor& out) {
-  attend(q, k_cache, v_cache, positions, scale, window, out);
+               std::span<const int32_t> rows, int64_t capacity, float scale, int64_t window,
+               const Tensor& out) {
+  attend(q, k_cache, v_cache, positions, rows, static_cast<size_t>(capacity), scale, window, out);
 }
 
 }  // namespace strata::backend::cpu

@@ -20,11 +20,16 @@ void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, cons
 void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float eps, bool one_plus_w,
                   const Tensor& out);
 void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& params);
+// rows[t]: the cache row of token t's key and value (positions[t] itself unless the cache is paged).
 void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
-                        const RopeParams& rope_params, std::span<const int32_t> positions, const Tensor& q_out,
-                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache);
+                        const RopeParams& rope_params, std::span<const int32_t> positions,
+                        std::span<const int32_t> rows, const Tensor& q_out, const Tensor& gate_out,
+                        const Tensor& k_cache, const Tensor& v_cache);
+// rows[i]: the cache row of the sequence's token i, for every token a query reads; capacity: the
+// tokens the sequence may have (per-thread scratch is sized to it once).
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
-               float scale, int64_t window, const Tensor& out);
+               std::span<const int32_t> rows, int64_t capacity, float scale, int64_t window,
+               const Tensor& out);
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Tensor& a, const Tensor& b);
 void store_rows(const Tensor& src, std::span<const int32_t> positions, const Tensor& dst);

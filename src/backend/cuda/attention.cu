@@ -42,6 +42,7 @@ struct Params {
   float* out;                // [T, Hq, D]; written directly when splits == 1
   float* part_o;             // [splits, T * Hq, D]: unnormalized outputs of each split
   float2* part_ml;           // [splits, T * Hq]: (running max in log2 units, sum) of each split
+  KvRows rows;               // where a token's key and value lie in k and v
   int T, Hq, Hkv, group, capacity, window, splits;
   float scale_log2;  // scale · log2(e): scores live in log2 units so exp2f does the softmax
 };
@@ -154,14 +155,14 @@ constexpr size_t smem_bytes() {
          (sizeof(C) == sizeof(float) ? 0 : 2 * sizeof(C) * kTileKeys * D);
 }
 
-// Copies rows [start, start + kKeys) of one KV head of a cache into a tile (rows of kStride
-// elements); rows outside [lo, hi] become zeros (they may be unwritten memory, and a zero value row
+// Copies the keys [start, start + kKeys) of one KV head of a cache (their rows: `rows`) into a
+// tile (rows of kStride elements); keys outside [lo, hi] become zeros (they may be unwritten memory, and a zero value row
 // times p = 0 stays 0). Each warp copies whole rows, 32 lanes side by side (several rows at once
 // when a row has fewer than 32 chunks of 16 bytes), so the address arithmetic is paid once per
 // row, not per chunk.
 template <int D, int kWarps, int kStride, typename C, int kKeys = kTileKeys>
-__device__ inline void load_tile(C* tile, const C* head, int64_t row_stride, int start, int lo,
-                                 int hi) {
+__device__ inline void load_tile(C* tile, const C* head, const KvRows& rows, int64_t row_stride,
+                                 int start, int lo, int hi) {
   constexpr int kPerChunk = 16 / sizeof(C);
   constexpr int kChunks = D / kPerChunk;
   constexpr int kRowsPerPass = kChunks < 32 && 32 % kChunks == 0 ? 32 / kChunks : 1;
@@ -172,7 +173,7 @@ __device__ inline void load_tile(C* tile, const C* head, int64_t row_stride, int
        r += kWarps * kRowsPerPass) {
     const int key = start + r;
     const bool in = key >= lo && key <= hi;
-    const C* src = head + (in ? key : 0) * row_stride;
+    const C* src = head + (in ? rows.row(key) : 0) * row_stride;
     C* dst = tile + r * kStride;
 #pragma unroll
     for (int i = 0; i < kLaneChunks; ++i) {
@@ -348,9 +349,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
   const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
   const C* const k_head = static_cast<const C*>(p.k) + static_cast<int64_t>(kvh) * D;
   const C* const v_head = static_cast<const C*>(p.v) + static_cast<int64_t>(kvh) * D;
-  load_tile<D, kWarps, kLandStride>(k_land, k_head, row_stride, lo, lo, hi);
+  load_tile<D, kWarps, kLandStride>(k_land, k_head, p.rows, row_stride, lo, lo, hi);
   copy_async_commit();
-  load_tile<D, kWarps, kLandStride>(v_land, v_head, row_stride, lo, lo, hi);
+  load_tile<D, kWarps, kLandStride>(v_land, v_head, p.rows, row_stride, lo, lo, hi);
   copy_async_commit();
 
   float m[kRowsPerLane], l[kRowsPerLane];
@@ -433,7 +434,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
     }
     __syncthreads();  // every warp is done with this K tile
     if (tile + 1 < tiles)
-      load_tile<D, kWarps, kLandStride>(k_land, k_head, row_stride, start + kTileKeys, lo, hi);
+      load_tile<D, kWarps, kLandStride>(k_land, k_head, p.rows, row_stride, start + kTileKeys, lo, hi);
     copy_async_commit();
     copy_async_wait<1>();  // V of this tile landed; the next K may still be in flight
     __syncthreads();
@@ -470,7 +471,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) tiled_kernel(const Params p) {
     }
     __syncthreads();  // every warp is done with this V tile and its P
     if (tile + 1 < tiles)
-      load_tile<D, kWarps, kLandStride>(v_land, v_head, row_stride, start + kTileKeys, lo, hi);
+      load_tile<D, kWarps, kLandStride>(v_land, v_head, p.rows, row_stride, start + kTileKeys, lo, hi);
     copy_async_commit();
   }
   copy_async_wait<0>();
@@ -566,9 +567,9 @@ __global__ void __launch_bounds__(32 * kMmaWarps) mma_kernel(const Params p) {
   const auto* const k_head = static_cast<const __nv_bfloat16*>(p.k) + static_cast<int64_t>(kvh) * D;
   const auto* const v_head = static_cast<const __nv_bfloat16*>(p.v) + static_cast<int64_t>(kvh) * D;
   if (lo <= hi) {
-    load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(ks, k_head, row_stride, lo, lo, hi);
+    load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(ks, k_head, p.rows, row_stride, lo, lo, hi);
     copy_async_commit();
-    load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(vs, v_head, row_stride, lo, lo, hi);
+    load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(vs, v_head, p.rows, row_stride, lo, lo, hi);
     copy_async_commit();
     // q's rows as limbs, four values a thread and step, while the first tiles load.
     for (int i = threadIdx.x; i < kMmaRows * (D / 4); i += kThreads) {
@@ -649,7 +650,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps) mma_kernel(const Params p) {
     }
     __syncthreads();  // every warp is done with this K tile
     if (tile + 1 < tiles)
-      load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(ks, k_head, row_stride, start + kKeys,
+      load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(ks, k_head, p.rows, row_stride, start + kKeys,
                                                             lo, hi);
     copy_async_commit();
     copy_async_wait<1>();  // V of this tile landed; the next K may still be in flight
@@ -679,7 +680,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps) mma_kernel(const Params p) {
     }
     __syncthreads();  // every warp is done with this V tile
     if (tile + 1 < tiles)
-      load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(vs, v_head, row_stride, start + kKeys,
+      load_tile<D, kMmaWarps, kPitch, __nv_bfloat16, kKeys>(vs, v_head, p.rows, row_stride, start + kKeys,
                                                             lo, hi);
     copy_async_commit();
   }
@@ -720,7 +721,7 @@ __device__ inline void prefetch_rows(const Params& p, int kvh, const KeyRange& r
     const int key = range.lo + i / (2 * kLines), line = i % kLines;
     const void* base = i / kLines % 2 == 0 ? p.k : p.v;
     const char* row = static_cast<const char*>(base) +
-                      (key * row_stride + static_cast<int64_t>(kvh) * D) * sizeof(C);
+                      (p.rows.row(key) * row_stride + static_cast<int64_t>(kvh) * D) * sizeof(C);
     asm volatile("prefetch.global.L2 [%0];" ::"l"(row + line * 128));
   }
 }
@@ -796,11 +797,11 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params 
   auto fetch = [&](int base, Raw(&rk)[kKeys][kCols], Raw(&rv)[kKeys][kCols]) {
 #pragma unroll
     for (int k = 0; k < kKeys; ++k) {
-      const int key = base + k <= range.hi ? base + k : 0;
+      const int64_t at = p.rows.row(base + k <= range.hi ? base + k : 0) * row_stride;
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
-        rk[k][c] = load_packed<kVec>(k_head + key * row_stride + (c * 32 + lane) * kVec);
-        rv[k][c] = load_packed<kVec>(v_head + key * row_stride + (c * 32 + lane) * kVec);
+        rk[k][c] = load_packed<kVec>(k_head + at + (c * 32 + lane) * kVec);
+        rv[k][c] = load_packed<kVec>(v_head + at + (c * 32 + lane) * kVec);
       }
     }
   };
@@ -1077,9 +1078,9 @@ void run_head_dim(int64_t d, const Params& p, int64_t kv_bound) {
 template <typename C>
 __global__ void attention_any_dim_kernel(const float* __restrict__ q, const C* __restrict__ k,
                                          const C* __restrict__ v,
-                                         const int32_t* __restrict__ positions, int T, int Hq,
-                                         int Hkv, int D, int capacity, int window, float scale,
-                                         float* __restrict__ out) {
+                                         const int32_t* __restrict__ positions, KvRows rows,
+                                         int T, int Hq, int Hkv, int D, int capacity, int window,
+                                         float scale, float* __restrict__ out) {
   wait_for_inputs();
   constexpr int kMaxPerLane = 8;
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -1096,8 +1097,9 @@ __global__ void attention_any_dim_kernel(const float* __restrict__ q, const C* _
   }
   float m = -INFINITY, l = 0.0f;
   for (int s = first; s <= pos; ++s) {
-    const C* kr = k + (static_cast<int64_t>(s) * Hkv + kvh) * D;
-    const C* vr = v + (static_cast<int64_t>(s) * Hkv + kvh) * D;
+    const int64_t at = (rows.row(s) * Hkv + kvh) * D;
+    const C* kr = k + at;
+    const C* vr = v + at;
     float dot = 0.0f;
 #pragma unroll
     for (int i = 0; i < kMaxPerLane; ++i) {
@@ -1124,9 +1126,17 @@ __global__ void attention_any_dim_kernel(const float* __restrict__ q, const C* _
 
 }  // namespace
 
+KvRows kv_rows(const KvBlocks& blocks) {
+  KvRows r;
+  if (!blocks.paged()) return r;
+  r.table = blocks.table.as<const int32_t>();
+  while ((int64_t{1} << r.shift) < blocks.block_tokens) ++r.shift;
+  return r;
+}
+
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                const Tensor& positions, int64_t kv_bound, float scale, int64_t window,
-               const Tensor& out) {
+               const Tensor& out, const KvBlocks& blocks) {
   const int64_t T = q.dim(0), Hq = q.dim(1), D = q.dim(2), Hkv = k_cache.dim(1);
   if (T == 0) return;
   const auto misaligned = [](const Tensor& t) {
@@ -1144,9 +1154,9 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
       const int64_t rows = T * Hq;
       launch(attention_any_dim_kernel<C>, static_cast<unsigned>((rows + kWarps - 1) / kWarps),
              32 * kWarps, 0, q.as<const float>(), k_cache.as<const C>(), v_cache.as<const C>(),
-             positions.as<const int32_t>(), static_cast<int>(T), static_cast<int>(Hq),
-             static_cast<int>(Hkv), static_cast<int>(D), static_cast<int>(k_cache.dim(0)), win,
-             scale, out.as<float>());
+             positions.as<const int32_t>(), kv_rows(blocks), static_cast<int>(T),
+             static_cast<int>(Hq), static_cast<int>(Hkv), static_cast<int>(D),
+             static_cast<int>(blocks.capacity(k_cache)), win, scale, out.as<float>());
       return;
     }
     if (misaligned(q) || misaligned(k_cache) || misaligned(v_cache) || misaligned(out))
@@ -1162,7 +1172,8 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     p.Hq = static_cast<int>(Hq);
     p.Hkv = static_cast<int>(Hkv);
     p.group = static_cast<int>(Hq / Hkv);
-    p.capacity = static_cast<int>(k_cache.dim(0));
+    p.rows = kv_rows(blocks);
+    p.capacity = static_cast<int>(blocks.capacity(k_cache));
     p.window = win;
     p.scale_log2 = scale * kLog2e;
     run_head_dim<C, 32, 64, 96, 128, 160, 192, 224, 256>(D, p, kv_bound);

@@ -29,7 +29,8 @@ struct Freqs {
 struct Params {
   int T, Hq, Hkv, D;
   int q_width;  // D, or 2D when each head's gate follows its query
-  int64_t capacity;
+  int64_t capacity;  // the sequence's tokens the caches can hold
+  KvRows rows;       // where a token's key and value lie
   float eps;
   bool one_plus_w;
   int half;  // rotary_dim / 2
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     if (!in_cache) return;
     const int hv = h - p.Hq - p.Hkv;
     const float* src = v + (static_cast<int64_t>(t) * p.Hkv + hv) * D;
-    C* dst = v_cache + (static_cast<int64_t>(pos) * p.Hkv + hv) * D;
+    C* dst = v_cache + (p.rows.row(pos) * p.Hkv + hv) * D;
     for (int i = lane; i < D; i += 32) store_cache(dst + i, src[i]);
     return;
   }
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     const int hk = h - p.Hq;
     dst = k + (static_cast<int64_t>(t) * p.Hkv + hk) * D;  // in place
     src = dst;
-    if (in_cache) cache_row = k_cache + (static_cast<int64_t>(pos) * p.Hkv + hk) * D;
+    if (in_cache) cache_row = k_cache + (p.rows.row(pos) * p.Hkv + hk) * D;
     nw = k_w;
   }
 
@@ -157,14 +158,16 @@ void launch_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNor
 
 void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
                         const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
-                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache) {
+                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
+                        const KvBlocks& blocks) {
   Params p{};
   p.T = static_cast<int>(q_out.dim(0));
   p.Hq = static_cast<int>(q_out.dim(1));
   p.D = static_cast<int>(q_out.dim(2));
   p.Hkv = static_cast<int>(k.dim(1));
   p.q_width = static_cast<int>(q.dim(2));
-  p.capacity = k_cache.dim(0);
+  p.capacity = blocks.capacity(k_cache);
+  p.rows = kv_rows(blocks);
   p.eps = norm.eps;
   p.one_plus_w = norm.one_plus_w;
   p.half = rope_params.rotary_dim / 2;

@@ -129,9 +129,10 @@ void add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& w, float e
 void rope(const Tensor& x, const Tensor& positions, const RopeParams& params);
 void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
                         const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
-                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache);
+                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
+                        const KvBlocks& blocks);
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
-               int64_t kv_bound, float scale, int64_t window, const Tensor& out);
+               int64_t kv_bound, float scale, int64_t window, const Tensor& out, const KvBlocks& blocks);
 void store_rows(const Tensor& src, const Tensor& positions, const Tensor& dst);
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Tensor& a, const Tensor& b);

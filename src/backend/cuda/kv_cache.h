@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backend/cuda/scale_type.h"
+#include "backend/ops.h"
 #include "core/tensor.h"
 
 namespace strata::backend::cuda {
@@ -24,6 +25,19 @@ __device__ __forceinline__ void store_cache(__nv_bfloat16* p, float x) {
 __device__ __forceinline__ float2 widen_bf16_pair(uint32_t w) {
   return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
 }
+
+// Where token `key` of a sequence lies in a cache (ops.h KvBlocks): row `key` of the sequence's own
+// cache, or through its block table in a pool of blocks of 2^shift rows.
+struct KvRows {
+  const int32_t* table = nullptr;  // null: token i in row i
+  int shift = 0;                   // log2 of the tokens per block
+  __device__ __forceinline__ int64_t row(int key) const {
+    if (table == nullptr) return key;
+    return (static_cast<int64_t>(__ldg(table + (key >> shift))) << shift) |
+           (key & ((1 << shift) - 1));
+  }
+};
+KvRows kv_rows(const KvBlocks& blocks);
 
 // Calls f(C{}) with C the element type of the cache `t`.
 template <typename F>

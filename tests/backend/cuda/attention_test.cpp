@@ -1,11 +1,13 @@
 // cuda::attention against the CPU op on random inputs: decode, speculative-verify and prefill
-// shapes, GQA groups, sliding windows, KV bounds above the true length, F32 and BF16 caches, and a
-// captured graph replayed at later positions. Skips where no CUDA device is present.
+// shapes, GQA groups, sliding windows, KV bounds above the true length, F32 and BF16 caches, paged
+// caches (block tables), and a captured graph replayed at later positions. Skips where no CUDA device is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
@@ -98,9 +100,11 @@ void check_case(Cache& cache, const Case& c, uint32_t seed, float tol = kTol) {
   HostTensor positions(DType::kI32, {T});
   for (int64_t t = 0; t < T; ++t) positions.as<int32_t>()[t] = static_cast<int32_t>(c.start + t);
   HostTensor ref(DType::kF32, {T, c.q_heads, D}), got(DType::kF32, {T, c.q_heads, D});
+  std::vector<int32_t> rows(static_cast<size_t>(c.start + T));  // the cache is the sequence's own
+  std::iota(rows.begin(), rows.end(), 0);
   backend::cpu::attention(q, cache.k(), cache.v(),
-                          std::span<const int32_t>(positions.as<int32_t>(), T), scale, c.window,
-                          ref);
+                          std::span<const int32_t>(positions.as<int32_t>(), T), rows,
+                          cache.capacity(), scale, c.window, ref);
 
   cache.expose(c.window > 0 ? std::max<int64_t>(0, c.start - c.window + 1) : 0, c.start + T - 1);
   const auto dq = cuda::upload(q), dpos = cuda::upload(positions);
@@ -236,6 +240,90 @@ TEST_F(CudaAttention, Bf16CacheMatchesCpu) {
   }
 }
 
+// A paged cache: the sequence's rows in shuffled blocks of a pool whose other rows are NaN. Every
+// kernel (decode, verify, prefill on CUDA cores and on tensor cores, the any-dim kernel), F32 and
+// BF16, blocks of 16 and 64 tokens: the output is the sequence's own cache's, bit for bit, and the
+// fused store writes each token's key and value into its block's row.
+TEST_F(CudaAttention, PagedCacheGivesTheOwnCachesBits) {
+  const int64_t Hq = 8, Hkv = 2, capacity = 1024;
+  uint32_t seed = 700;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int64_t D : {16, 128, 256}) {
+      for (int64_t block : {16, 64}) {
+        const int64_t table_blocks = capacity / block, pool_blocks = 2 * table_blocks;
+        const Shape shape{capacity, Hkv, D}, pool_shape{pool_blocks * block, Hkv, D};
+        HostTensor unused;
+        const HostTensor k = test::rounded(random_tensor(shape, seed++), dtype, unused);
+        const HostTensor v = test::rounded(random_tensor(shape, seed++), dtype, unused);
+        HostTensor pk = test::rounded(nan_tensor(pool_shape), dtype, unused);
+        HostTensor pv = test::rounded(nan_tensor(pool_shape), dtype, unused);
+        std::vector<int32_t> ids(static_cast<size_t>(pool_blocks));
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), std::mt19937(seed++));
+        ids.resize(static_cast<size_t>(table_blocks));
+        const size_t block_bytes = k.view().nbytes() / static_cast<size_t>(table_blocks);
+        for (int64_t b = 0; b < table_blocks; ++b)
+          for (const auto& [from, to] : {std::pair{&k, &pk}, std::pair{&v, &pv}})
+            std::memcpy(to->as<char>() + static_cast<size_t>(ids[static_cast<size_t>(b)]) * block_bytes,
+                        from->as<char>() + static_cast<size_t>(b) * block_bytes, block_bytes);
+        const auto dk = cuda::upload(k), dv = cuda::upload(v), dpk = cuda::upload(pk),
+                   dpv = cuda::upload(pv), dtable = cuda::upload(test::int_tensor(ids));
+        const backend::KvBlocks paged{dtable.view, block};
+        for (int64_t T : {1, 5, 40, 300}) {
+          for (int64_t start : {int64_t{0}, 700 - T}) {
+            const HostTensor q = random_tensor({T, Hq, D}, seed++);
+            HostTensor positions(DType::kI32, {T});
+            for (int64_t t = 0; t < T; ++t) positions.as<int32_t>()[t] = static_cast<int32_t>(start + t);
+            const auto dq = cuda::upload(q), dpos = cuda::upload(positions);
+            HostTensor want(DType::kF32, {T, Hq, D}), got(DType::kF32, {T, Hq, D});
+            for (int64_t bound : {start + T, capacity}) {
+              const auto out_own = cuda::upload(nan_tensor({T, Hq, D}));
+              const auto out_paged = cuda::upload(nan_tensor({T, Hq, D}));
+              const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+              backend::attention(dq.view, dk.view, dv.view, dpos.view, bound, scale, 0, out_own.view);
+              backend::attention(dq.view, dpk.view, dpv.view, dpos.view, bound, scale, 0,
+                                 out_paged.view, paged);
+              cuda::download(out_own.view, want);
+              cuda::download(out_paged.view, got);
+              EXPECT_EQ(std::memcmp(got.view().data, want.view().data, got.view().nbytes()), 0)
+                  << dtype_name(dtype) << " D " << D << " block " << block << " T " << T
+                  << " start " << start << " bound " << bound;
+            }
+          }
+        }
+        // The fused store: keys and values of 40 tokens from position 690 land in their blocks.
+        const int64_t T = 40, start = 690;
+        HostTensor positions(DType::kI32, {T});
+        for (int64_t t = 0; t < T; ++t) positions.as<int32_t>()[t] = static_cast<int32_t>(start + t);
+        const HostTensor q = random_tensor({T, Hq, D}, seed++), nk = random_tensor({T, Hkv, D}, seed++),
+                         nv = random_tensor({T, Hkv, D}, seed++);
+        backend::RopeParams rope;
+        rope.rotary_dim = static_cast<int>(D);
+        rope.inv_freq = test::inv_freq(rope.rotary_dim, 10000.0f);
+        const auto dpos = cuda::upload(positions);
+        auto store = [&](const Tensor& kc, const Tensor& vc, const backend::KvBlocks& blocks) {
+          const auto dq = cuda::upload(q), dnk = cuda::upload(nk), dnv = cuda::upload(nv);
+          backend::qk_norm_rope_store(dq.view, dnk.view, dnv.view, {}, rope, dpos.view, dq.view,
+                                      Tensor{}, kc, vc, blocks);
+        };
+        store(dk.view, dv.view, {});
+        store(dpk.view, dpv.view, paged);
+        HostTensor own(dtype, shape), pool(dtype, pool_shape);
+        for (const auto& [own_dev, pool_dev] : {std::pair{&dk, &dpk}, std::pair{&dv, &dpv}}) {
+          cuda::download(own_dev->view, own);
+          cuda::download(pool_dev->view, pool);
+          const size_t row = own.view().nbytes() / static_cast<size_t>(capacity);
+          for (int64_t p = start; p < start + T; ++p) {
+            const int64_t at = ids[static_cast<size_t>(p / block)] * block + p % block;
+            EXPECT_EQ(std::memcmp(own.as<char>() + p * row, pool.as<char>() + at * row, row), 0)
+                << dtype_name(dtype) << " D " << D << " block " << block << " position " << p;
+          }
+        }
+      }
+    }
+  }
+}
+
 // A decode step captured once at a bound and replayed with later positions written into the same
 // device tensor (what the engine's decode graph does): the lengths come from the device.
 TEST_F(CudaAttention, CapturedGraphServesLaterPositions) {
@@ -270,9 +358,11 @@ TEST_F(CudaAttention, CapturedGraphServesLaterPositions) {
                    poison.view().nbytes());
         graph.launch();
         cuda::download(dout.view, got);
+        std::vector<int32_t> rows(static_cast<size_t>(start + T));
+        std::iota(rows.begin(), rows.end(), 0);
         backend::cpu::attention(q, cache.k(), cache.v(),
-                                std::span<const int32_t>(positions.as<int32_t>(), T), scale, window,
-                                ref);
+                                std::span<const int32_t>(positions.as<int32_t>(), T), rows,
+                                cache.capacity(), scale, window, ref);
         expect_close(got, ref, kTol,
                      "graph T " + std::to_string(T) + " window " + std::to_string(window) +
                          " start " + std::to_string(start));

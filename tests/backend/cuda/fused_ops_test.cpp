@@ -223,7 +223,8 @@ TEST_F(CudaFused, QkNormRopeStoreMatchesCpu) {
       HostTensor kc_ref = clone(kc0), vc_ref = clone(vc0);
       backend::QkNorm norm;
       if (c.norm) norm = {qw, kw, 1e-6f, c.one_plus_w};
-      backend::cpu::qk_norm_rope_store(q, k_ref, v, norm, rope, {pos.data(), pos.size()}, q_ref,
+      backend::cpu::qk_norm_rope_store(q, k_ref, v, norm, rope, {pos.data(), pos.size()},
+                                       {pos.data(), pos.size()}, q_ref,
                                        c.gated ? gate_ref.view() : Tensor{}, kc_ref, vc_ref);
 
       // Dense models call it in place on q; Qwen3.5 splits q from its gate.
@@ -284,8 +285,8 @@ TEST_F(CudaFused, DecodeStepReplaysAsAGraph) {
     backend::cpu::add_rms_norm(x, delta, nw, 1e-6f, true, h);
     backend::cpu::gdn_prepare(qkv, cw, win, a, b, a_log, dt, 1e-6f, q_scale, q, key, val, g, beta);
     std::memcpy(k.as<float>(), k0.as<float>(), k0.view().nbytes());
-    backend::cpu::qk_norm_rope_store(p, k, v, {qw, kw, 1e-6f, true}, rope, {&pos, 1}, aq, gate, kc,
-                                     vc);
+    backend::cpu::qk_norm_rope_store(p, k, v, {qw, kw, 1e-6f, true}, rope, {&pos, 1}, {&pos, 1}, aq,
+                                     gate, kc, vc);
   }
 
   const DeviceCopy dx = to_device(x0), ddelta = to_device(delta), dnw = to_device(nw),
