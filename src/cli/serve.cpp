@@ -131,19 +131,35 @@ void raise_open_file_limit() {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-// --parallel, or as many slots of ctx tokens as the state budget holds (at least 1, at most 64,
+// The memory sequence state may take: --state-budget, else half the GPU's free memory (1 GiB on
+// the CPU).
+double state_budget(const Settings& settings, const model::Model& model) {
+  if (settings.state_budget_mib > 0) return static_cast<double>(settings.state_budget_mib) * 1024.0 * 1024.0;
+  return model.device() == Device::kCpu ? 1024.0 * 1024.0 * 1024.0
+                                        : 0.5 * static_cast<double>(backend::device_info(model.device()).free_bytes);
+}
+
+// --parallel, or as many slots as half the budget's recurrent state holds (at least 1, at most 64,
 // and no more than requests may be admitted).
-int64_t parallel_slots(const ServeArgs& args, const model::Model& model, int64_t ctx) {
+int64_t parallel_slots(const ServeArgs& args, const model::Model& model) {
   constexpr int64_t kMaxAuto = 64;
   const Settings& settings = args.settings;
   if (settings.parallel > 0) return settings.parallel;
-  double budget = static_cast<double>(settings.state_budget_mib) * 1024.0 * 1024.0;
-  if (budget <= 0)
-    budget = model.device() == Device::kCpu ? 1024.0 * 1024.0 * 1024.0
-                                            : 0.5 * static_cast<double>(backend::device_info(model.device()).free_bytes);
-  const double slot = static_cast<double>(runtime::StatePool::slot_bytes(model.info(), ctx));
-  const auto fit = static_cast<int64_t>(budget / std::max(slot, 1.0));
-  return std::clamp<int64_t>(fit, 1, std::min<int64_t>(kMaxAuto, static_cast<int64_t>(std::max<size_t>(args.max_concurrency, 1))));
+  const int64_t most = std::min<int64_t>(kMaxAuto, static_cast<int64_t>(std::max<size_t>(args.max_concurrency, 1)));
+  const auto fixed = static_cast<double>(model.info().state_bytes_fixed);
+  if (fixed <= 0) return most;
+  return std::clamp<int64_t>(static_cast<int64_t>(0.5 * state_budget(settings, model) / fixed), 1, most);
+}
+
+// --kv-blocks, or what the budget holds after the slots' recurrent state: at least one whole
+// context, at most every slot's.
+int64_t kv_blocks(const Settings& settings, const model::Model& model, int64_t parallel, int64_t ctx) {
+  if (settings.kv_blocks > 0) return settings.kv_blocks;
+  const model::ModelInfo info = model.info();
+  const double left = state_budget(settings, model) - static_cast<double>(parallel) * static_cast<double>(info.state_bytes_fixed);
+  const double block = static_cast<double>(std::max<size_t>(runtime::StatePool::block_bytes(info), 1));
+  const int64_t whole = runtime::StatePool::blocks_for(ctx, runtime::StatePool::kBlockTokens);
+  return std::clamp<int64_t>(static_cast<int64_t>(std::max(left, 0.0) / block), whole, parallel * whole);
 }
 
 int run_serve(const ServeArgs& args) {
@@ -158,7 +174,8 @@ int run_serve(const ServeArgs& args) {
   auto model = model::load_model(args.model, load_options(args.settings, args.quantize));
   const int64_t ctx = context_size(args.settings.ctx_size, model->config());
   runtime::EngineOptions engine_opts = engine_options(args.settings, ctx);
-  engine_opts.parallel = parallel_slots(args, *model, ctx);
+  engine_opts.parallel = parallel_slots(args, *model);
+  engine_opts.kv_blocks = kv_blocks(args.settings, *model, engine_opts.parallel, ctx);
   const int64_t parallel = engine_opts.parallel;
   runtime::Engine engine(std::move(model), engine_opts);
 

@@ -51,8 +51,9 @@ const std::vector<SettingSpec>& table() {
        .type = SettingType::kInt,
        .flag = "--parallel",
        .env = "STRATA_PARALLEL",
-       .help = "Requests the server generates at once, each with its own state slot of the "
-               "context size (0: as many as the state budget holds, at most 64)",
+       .help = "Requests the server generates at once, each with its own state slot (recurrent "
+               "state and a KV block table) (0: at most 64, as many as half the state budget's "
+               "recurrent state holds)",
        .min = 0,
        .max = 4096,
        .field = &Settings::parallel},
@@ -65,13 +66,22 @@ const std::vector<SettingSpec>& table() {
                "arriving together sooner, smaller keeps running generations' steps short",
        .min = 1,
        .field = &Settings::step_tokens},
+      {.name = "kv_blocks",
+       .type = SettingType::kInt,
+       .flag = "--kv-blocks",
+       .env = "STRATA_KV_BLOCKS",
+       .help = "KV cache blocks of 64 tokens that the server's sequences share (0: what the state "
+               "budget holds after the slots' recurrent state, at most every slot's whole "
+               "context); when they run out the newest requests wait, their KV in host memory",
+       .min = 0,
+       .field = &Settings::kv_blocks},
       {.name = "state_budget_mib",
        .type = SettingType::kInt,
        .flag = "--state-budget",
        .env = "STRATA_STATE_BUDGET",
        .help = "MiB of memory for sequence state (KV cache and recurrent state) that sizes the "
-               "server's slots when parallel is 0 (0: half the GPU's free memory after loading, "
-               "1024 on the CPU)",
+               "server's slots when parallel is 0 and its KV blocks when kv_blocks is 0 (0: half "
+               "the GPU's free memory after loading, 1024 on the CPU)",
        .min = 0,
        .field = &Settings::state_budget_mib},
       {.name = "cuda_graphs",

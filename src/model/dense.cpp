@@ -130,9 +130,9 @@ class DenseModel final : public Model {
         const Tensor& v_cache = part.state->buffers[2 * l + 1].tensor.view();
         const Tensor qp = q.rows(r0, r1), positions = step.positions.rows(r0, r1);
         ops::qk_norm_rope_store(qp, k.rows(r0, r1), v.rows(r0, r1), norm, rope_, positions, qp, Tensor{}, k_cache,
-                                v_cache);
+                                v_cache, part.state->kv);
         ops::attention(qp, k_cache, v_cache, positions, part.kv_bound, scale, config_.sliding_window,
-                       attn.reshaped({T, Hq, D}).rows(r0, r1));
+                       attn.reshaped({T, Hq, D}).rows(r0, r1), part.state->kv);
       }
       ops::matmul(attn, L.o, proj);
       ops::MatmulFeed gate_feed{&L.gate}, act_feed{&L.down, 1};

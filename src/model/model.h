@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/memory.h"
+#include "backend/ops.h"
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -29,6 +30,18 @@ struct ModelState {
   std::vector<StateBuffer> buffers;
   int64_t n_tokens = 0;  // tokens already processed (the next token's position)
   int64_t capacity = 0;  // tokens the token-indexed buffers can hold
+  // Paged (a runtime::StatePool's state): the token-indexed buffers are pools of KV blocks that
+  // many states share; `kv` says where this state's tokens lie in them, and `blocks` is its table
+  // on the host: the blocks it holds now, in token order (kv.table has room for capacity tokens).
+  // Plain (kv.table empty): the state owns rows [0, capacity) of its buffers.
+  backend::KvBlocks kv;
+  std::vector<int32_t> blocks;
+
+  bool paged() const { return kv.paged(); }
+  // The tokens it can hold without more blocks.
+  int64_t rows_held() const {
+    return paged() ? static_cast<int64_t>(blocks.size()) * kv.block_tokens : capacity;
+  }
 };
 
 struct ModelInfo {

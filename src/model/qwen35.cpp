@@ -220,9 +220,9 @@ class Qwen35Model final : public Model {
       const Tensor& v_cache = part.state->buffers[L.state + 1].tensor.view();
       const Tensor positions = step.positions.rows(r0, r1);
       ops::qk_norm_rope_store(p3.rows(r0, r1), k3.rows(r0, r1), v3.rows(r0, r1), norm, rope_, positions,
-                              q3.rows(r0, r1), gate3.rows(r0, r1), k_cache, v_cache);
+                              q3.rows(r0, r1), gate3.rows(r0, r1), k_cache, v_cache, part.state->kv);
       ops::attention(q3.rows(r0, r1), k_cache, v_cache, positions, part.kv_bound,
-                     1.0f / std::sqrt(static_cast<float>(D)), 0, o3.rows(r0, r1));
+                     1.0f / std::sqrt(static_cast<float>(D)), 0, o3.rows(r0, r1), part.state->kv);
     }
     ops::MatmulFeed o_feed{&A.o};
     ops::sigmoid_mul(o, gate.reshaped({T, Hq * D}), o, &o_feed);

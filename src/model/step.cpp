@@ -42,6 +42,8 @@ void StepRunner::check_state(const ModelState& state, int64_t tokens) const {
   check(state.n_tokens + tokens <= state.capacity, ErrorKind::kInvalidInput,
         "context overflow: {} tokens do not fit the state's capacity of {}", state.n_tokens + tokens,
         state.capacity);
+  check(state.n_tokens + tokens <= state.rows_held(), ErrorKind::kInternal,
+        "the state holds KV blocks for {} tokens, not {}", state.rows_held(), state.n_tokens + tokens);
   for (const StateBuffer& b : state.buffers)
     check(b.tensor.device() == device_, ErrorKind::kInvalidInput,
           "the state lives on {}, the model on {}", backend::device_label(b.tensor.device()),
@@ -154,6 +156,8 @@ bool StepRunner::replay(const Step& step, bool all_logits) {
       const void* p = b.tensor.view().data;
       h = hash64(&p, sizeof(p), h);
     }
+    const void* table = part.state->kv.table.data;  // a paged state's blocks: read at replay
+    h = hash64(&table, sizeof(table), h);
   }
   const Key key{step.tokens, all_logits, h, step.logits.data};
   size_t i = 0;

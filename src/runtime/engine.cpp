@@ -95,6 +95,7 @@ struct Engine::Active {
   int pick_slot = 0;          // the tools' token and readback the pending pick uses
   bool ahead = false;         // the pending pick's own step is queued (phase 1)
   bool done = false;
+  bool swapped = false;  // preempted: its KV rows wait in host memory (StatePool::swap_out)
   std::vector<int32_t> feed;      // tokens to run through the model before the next pick
   std::mt19937_64 random_before;  // the sampler's stream before a pick run ahead
   std::vector<float> logprobs;    // log-softmax of the last host logits (when asked for)
@@ -161,7 +162,8 @@ class SoloWork final : public Work {
 Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
     : model_(std::move(model)),
       options_(options),
-      pool_(*model_, options_.parallel, options_.context_size),
+      pool_(*model_, options_.parallel, options_.context_size, options_.kv_blocks,
+            options_.kv_block_tokens),
       logits_(DType::kF32, {model_->config().vocab_size}) {
   check(options_.prefill_chunk > 0, ErrorKind::kInvalidInput, "the prefill chunk must be positive");
   check(options_.step_tokens >= 0, ErrorKind::kInvalidInput,
@@ -231,6 +233,10 @@ void Engine::publish() {
       std::count_if(running_.begin(), running_.end(), [](const auto& a) { return !a->done; });
   stats_.waiting = static_cast<int64_t>(waiting_.size());
   stats_.slots_free = pool_.free_slots();
+  stats_.kv_blocks = pool_.kv_blocks();
+  stats_.kv_blocks_free = pool_.free_kv_blocks();
+  stats_.swapped =
+      std::count_if(running_.begin(), running_.end(), [](const auto& a) { return a->swapped && !a->done; });
   std::lock_guard lock(stats_mutex_);
   published_ = stats_;
 }
@@ -258,9 +264,14 @@ void Engine::admit() {
       work->on_failure(std::current_exception());
       continue;
     }
+    // Preempted requests get blocks first; a new one starts when its first chunk's blocks are free.
+    const int64_t first_chunk =
+        std::min<int64_t>(options_.prefill_chunk, static_cast<int64_t>(work->request.prompt.size()));
+    if (stats_.swapped > 0 || pool_.free_kv_blocks() < pool_.blocks_for(first_chunk)) break;
     const int slot = pool_.acquire();
     if (slot < 0) break;  // arrival order: the first waiting request runs first
     waiting_.pop_front();
+    (void)pool_.reserve(slot, first_chunk);  // free, as checked: later arrivals see them taken
     start(std::move(work), slot);
   }
 }
@@ -307,6 +318,7 @@ void Engine::step() {
       finish(*a);
     }
   std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+  resume_swapped();
   admit();
   std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
   if (running_.empty()) return;
@@ -330,12 +342,14 @@ void Engine::step() {
   // first always runs, so every prompt is cut into the same chunks whatever the load.
   int64_t budget = options_.step_tokens;
   feed_all(budget);
+  batch_.clear();  // its steps are queued: its requests may give way to older prompts' blocks
   bool first = true;
   for (auto& a : running_)
     guarded(*a, [&](Active& r) {
-      if (r.prefilled == r.prompt_len()) return;
+      if (r.prefilled == r.prompt_len() || r.swapped) return;
       const int64_t n = std::min(options_.prefill_chunk, r.prompt_len() - r.prefilled);
       if (!first && n > budget) return;
+      if (!room(r, n)) return;
       first = false;
       budget -= n;
       prefill(r);
@@ -346,7 +360,7 @@ void Engine::step() {
 
 bool Engine::may_run_ahead_now(const Active& a) const {
   // Not for the budget's last token: its step would never be used.
-  return !a.done && a.pick_pending && a.may_run_ahead && !a.work->cancelled() &&
+  return !a.done && !a.swapped && a.pick_pending && a.may_run_ahead && !a.work->cancelled() &&
          static_cast<int64_t>(a.result.tokens.size()) + 1 < a.budget;
 }
 
@@ -354,7 +368,7 @@ void Engine::run_ahead_all() {
   batch_.clear();
   entries_.clear();
   for (auto& a : running_)
-    if (may_run_ahead_now(*a)) {
+    if (may_run_ahead_now(*a) && room(*a, 1)) {
       batch_.push_back(a.get());
       entries_.push_back(
           DecodeEntry{a->seq, 0, a->tools->tokens[a->pick_slot].view(), a->tools->logits.view()});
@@ -377,7 +391,8 @@ void Engine::feed_all(int64_t& budget) {
   entries_.clear();
   for (auto& a : running_) {
     Active& r = *a;
-    if (r.done || r.prefilled < r.prompt_len() || r.pick_pending) continue;
+    if (r.done || r.swapped || r.prefilled < r.prompt_len() || r.pick_pending) continue;
+    if (!room(r, static_cast<int64_t>(r.feed.size()))) continue;
     budget -= static_cast<int64_t>(r.feed.size());
     if (r.feed.size() == 1) {
       batch_.push_back(&r);
@@ -511,6 +526,62 @@ void Engine::prefill(Active& a) {
   }
   if (a.pick_on_device) queue_pick(a, a.pick_slot);
   a.pick_pending = true;
+}
+
+bool Engine::room(Active& a, int64_t tokens) {
+  try {
+    const int64_t need = a.seq->n_tokens() + tokens;
+    while (!pool_.reserve(a.slot, need)) {
+      // The newest running request after a that holds blocks and is not in this step's batch
+      // gives way.
+      Active* victim = nullptr;
+      for (auto it = running_.rbegin(); it != running_.rend() && it->get() != &a; ++it) {
+        Active& r = **it;
+        if (!r.done && !r.swapped && !r.seq->state().blocks.empty() &&
+            std::find(batch_.begin(), batch_.end(), &r) == batch_.end()) {
+          victim = &r;
+          break;
+        }
+      }
+      if (victim == nullptr) {
+        preempt(a);  // none is newer: a waits for blocks itself
+        return false;
+      }
+      try {
+        preempt(*victim);
+      } catch (...) {
+        fail(*victim, std::current_exception());  // its blocks come back all the same
+      }
+    }
+    return true;
+  } catch (...) {
+    fail(a, std::current_exception());
+    return false;
+  }
+}
+
+void Engine::preempt(Active& a) {
+  pool_.swap_out(a.slot);
+  a.swapped = true;
+  ++stats_.preemptions;
+  stats_.swapped = std::count_if(running_.begin(), running_.end(),
+                                 [](const auto& r) { return r->swapped && !r->done; });
+}
+
+void Engine::resume_swapped() {
+  for (auto& a : running_) {
+    if (!a->swapped || a->done) continue;
+    try {
+      if (!pool_.swap_in(a->slot)) break;  // the oldest first
+    } catch (...) {
+      fail(*a, std::current_exception());
+      continue;
+    }
+    a->swapped = false;
+    ++stats_.resumptions;
+  }
+  stats_.swapped = std::count_if(running_.begin(), running_.end(),
+                                 [](const auto& r) { return r->swapped && !r->done; });
 }
 
 void Engine::queue_pick(Active& a, int s) {

@@ -43,6 +43,11 @@ struct EngineOptions {
   // each sequence its own forward): 4 × prefill_chunk gave the last first token at 2.9 s, as each
   // of 16 steps also ran every earlier request's decode.
   int64_t step_tokens = 0;
+  // KV blocks (StatePool::kBlockTokens tokens each) the slots share; 0: every slot's whole context,
+  // so that no request ever waits for blocks. With fewer, the newest requests are preempted (their
+  // KV swapped to host memory, then back) when the oldest need blocks.
+  int64_t kv_blocks = 0;
+  int64_t kv_block_tokens = StatePool::kBlockTokens;  // a power of two
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };
@@ -139,6 +144,11 @@ struct EngineStats {
   uint64_t step_requests = 0;    // requests in them, summed over steps
   uint64_t decode_forwards = 0;  // model steps that ran decode tokens (one per group of sequences)
   uint64_t decode_tokens = 0;    // the decode tokens they ran
+  int64_t kv_blocks = 0;         // in the pool
+  int64_t kv_blocks_free = 0;
+  int64_t swapped = 0;           // running requests preempted now (their KV in host memory)
+  uint64_t preemptions = 0;      // swaps out
+  uint64_t resumptions = 0;      // swaps back in
   uint64_t finished = 0;         // ran to a stop or length
   uint64_t cancelled = 0;        // by their client (Work::cancel or a false on_token)
   uint64_t failed = 0;           // invalid, or the engine threw
@@ -155,6 +165,7 @@ class Engine {
   const model::Model& model() const { return *model_; }
   model::Model& model() { return *model_; }
   const EngineOptions& options() const { return options_; }
+  size_t state_bytes() const { return pool_.bytes(); }  // slots and KV pools
 
   // One request, run to its end on this thread (the engine must be idle). Throws on invalid input.
   GenerationResult generate(const GenerationRequest& request, const TokenCallback& on_token = {});
@@ -181,6 +192,11 @@ class Engine {
   void feed_all(int64_t& budget);  // phase 3's decodes
   bool decode_batch();             // entries_ as batched steps; false (batch_ failed) on an error
   void prefill(Active& a);
+  // Blocks for a's next `tokens` tokens, preempting newer requests when too few are free; false
+  // when a itself had to give way (then it is swapped out, and waits).
+  bool room(Active& a, int64_t tokens);
+  void preempt(Active& a);
+  void resume_swapped();  // oldest first, while blocks allow
   void queue_pick(Active& a, int s);
   int32_t await_pick(Active& a, int s);
   int32_t host_pick(Active& a);

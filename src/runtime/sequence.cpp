@@ -16,13 +16,38 @@ constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'S', 'T'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kChecksumBytes = 32;
 
-// The part of a buffer a state of n_tokens uses: token-indexed buffers, their first n_tokens rows.
-Tensor stored_part(const model::StateBuffer& b, int64_t n_tokens) {
+// Calls f with each run of contiguous rows that holds the part of a buffer a state of n_tokens
+// uses, in token order: a recurrent buffer whole; a token-indexed buffer's first n_tokens rows (a
+// paged state's block after block).
+template <typename F>
+void for_stored_parts(const model::ModelState& state, const model::StateBuffer& b, int64_t n_tokens, F&& f) {
   const Tensor& t = b.tensor.view();
-  return b.token_indexed ? t.rows(0, n_tokens) : t;
+  if (!b.token_indexed) {
+    f(t);
+  } else if (!state.paged()) {
+    f(t.rows(0, n_tokens));
+  } else {
+    const int64_t bt = state.kv.block_tokens;
+    check(n_tokens <= state.rows_held(), ErrorKind::kInternal, "{} tokens in blocks for {}", n_tokens,
+          state.rows_held());
+    for (int64_t at = 0; at < n_tokens; at += bt) {
+      const int64_t row = int64_t{state.blocks[static_cast<size_t>(at / bt)]} * bt;
+      f(t.rows(row, row + std::min(bt, n_tokens - at)));
+    }
+  }
 }
 
-size_t stored_bytes(const model::StateBuffer& b, int64_t n_tokens) { return stored_part(b, n_tokens).nbytes(); }
+size_t stored_bytes(const model::StateBuffer& b, int64_t n_tokens) {
+  const Tensor& t = b.tensor.view();
+  return b.token_indexed ? t.rows(0, 1).nbytes() * static_cast<size_t>(n_tokens) : t.nbytes();
+}
+
+// The shape a buffer has in a serialized state: a paged buffer's as if it were the state's own.
+Shape stored_shape(const model::ModelState& state, const model::StateBuffer& b) {
+  Shape shape = b.tensor.shape();
+  if (b.token_indexed && state.paged()) shape[0] = state.capacity;
+  return shape;
+}
 
 class Writer {
  public:
@@ -156,8 +181,35 @@ void Sequence::truncate(int64_t n) {
 }
 
 void Sequence::reset() {
-  for (const model::StateBuffer& b : state_.buffers) backend::zero(b.tensor.view());
+  // A paged state's KV pools belong to other sequences too; its rows are written before they are read.
+  for (const model::StateBuffer& b : state_.buffers)
+    if (!(b.token_indexed && state_.paged())) backend::zero(b.tensor.view());
   rewind_to(0);
+}
+
+size_t Sequence::kv_bytes(int64_t n) const {
+  size_t total = 0;
+  for (const auto& b : state_.buffers)
+    if (b.token_indexed) total += stored_bytes(b, n);
+  return total;
+}
+
+void Sequence::save_kv(int64_t n, uint8_t* dst) const {
+  for (const auto& b : state_.buffers)
+    if (b.token_indexed)
+      for_stored_parts(state_, b, n, [&](const Tensor& part) {
+        backend::copy_to_host(part, dst);
+        dst += part.nbytes();
+      });
+}
+
+void Sequence::load_kv(int64_t n, const uint8_t* src) {
+  for (const auto& b : state_.buffers)
+    if (b.token_indexed)
+      for_stored_parts(state_, b, n, [&](const Tensor& part) {
+        backend::copy_from_host(src, part);
+        src += part.nbytes();
+      });
 }
 
 std::vector<uint8_t> Sequence::serialize() const {
@@ -173,16 +225,16 @@ std::vector<uint8_t> Sequence::serialize() const {
   w.put_bytes(tokens_.data(), tokens_.size() * sizeof(int32_t));
   w.put(static_cast<uint32_t>(state_.buffers.size()));
   for (const auto& b : state_.buffers) {
-    const Tensor& t = b.tensor.view();
+    const Shape shape = stored_shape(state_, b);
     w.put_string(b.name);
-    w.put(static_cast<uint8_t>(t.dtype));
+    w.put(static_cast<uint8_t>(b.tensor.dtype()));
     w.put(static_cast<uint8_t>(b.token_indexed));
-    w.put(static_cast<uint8_t>(t.rank()));
+    w.put(static_cast<uint8_t>(shape.rank()));
     w.put(static_cast<uint8_t>(0));
-    for (int i = 0; i < t.rank(); ++i) w.put(t.dim(i));
+    for (int i = 0; i < shape.rank(); ++i) w.put(shape[i]);
     const size_t n = stored_bytes(b, n_tokens());
     w.put(static_cast<uint64_t>(n));
-    w.put_tensor(stored_part(b, n_tokens()));
+    for_stored_parts(state_, b, n_tokens(), [&](const Tensor& part) { w.put_tensor(part); });
   }
   Hasher h;
   h.update(w.bytes().data(), w.bytes().size());
@@ -216,9 +268,12 @@ void Sequence::deserialize(std::span<const uint8_t> bytes) {
         sections, state_.buffers.size());
   // Validate every section before copying any, so a bad state leaves the sequence as it was.
   std::vector<const uint8_t*> data(sections);
+  check(n <= state_.rows_held(), ErrorKind::kInvalidInput,
+        "state holds {} tokens; this sequence holds KV blocks for {}", n, state_.rows_held());
   for (uint32_t i = 0; i < sections; ++i) {
     const model::StateBuffer& b = state_.buffers[i];
     const Tensor& t = b.tensor.view();
+    const Shape shape = stored_shape(state_, b);
     const std::string name = r.get_string("section name");
     check(name == b.name, ErrorKind::kInvalidInput, "state section {} is '{}'; expected '{}'", i, name, b.name);
     const auto dtype = r.get<uint8_t>("dtype");
@@ -226,14 +281,14 @@ void Sequence::deserialize(std::span<const uint8_t> bytes) {
     const auto rank = r.get<uint8_t>("rank");
     r.get<uint8_t>("padding");
     bool same = dtype == static_cast<uint8_t>(t.dtype) && token_indexed == static_cast<uint8_t>(b.token_indexed) &&
-                rank == t.rank();
+                rank == shape.rank();
     for (int d = 0; same && d < rank; ++d) {
       const auto dim = r.get<int64_t>("shape");
-      same = (d == 0 && b.token_indexed) ? dim >= n : dim == t.dim(d);
+      same = (d == 0 && b.token_indexed) ? dim >= n : dim == shape[d];
     }
     check(same, ErrorKind::kInvalidInput,
           "state section '{}' does not match this model's buffer ({} {}){}", name,
-          dtype_name(t.dtype), t.shape.str(),
+          dtype_name(t.dtype), shape.str(),
           b.token_indexed ? "; was it saved with another --kv-cache-type?" : "");
     const auto nbytes = r.get<uint64_t>("section size");
     check(nbytes == stored_bytes(b, n), ErrorKind::kInvalidInput, "state section '{}' has {} bytes; expected {}",
@@ -241,8 +296,13 @@ void Sequence::deserialize(std::span<const uint8_t> bytes) {
     data[i] = r.take(nbytes, "section data");
   }
   check(r.done(), ErrorKind::kInvalidInput, "state has trailing bytes");
-  for (uint32_t i = 0; i < sections; ++i)
-    backend::copy_from_host(data[i], stored_part(state_.buffers[i], n));
+  for (uint32_t i = 0; i < sections; ++i) {
+    const uint8_t* src = data[i];
+    for_stored_parts(state_, state_.buffers[i], n, [&](const Tensor& part) {
+      backend::copy_from_host(src, part);
+      src += part.nbytes();
+    });
+  }
   rewind_to(0);
   state_.n_tokens = n;
   tokens_.resize(static_cast<size_t>(n));

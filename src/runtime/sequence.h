@@ -3,6 +3,9 @@
 // has consumed. On top of it: snapshot/restore (speculative decoding, prefix reuse), truncate
 // (attention-only models) and a checked byte serialization (the on-disk state cache).
 //
+// A paged state (runtime::StatePool) keeps its KV rows in blocks of shared pools; everything here
+// reads and writes them through its block table, and serializes exactly as a plain state.
+//
 // Serialized layout (all integers little-endian), version 1:
 //   "STRATAST"                      8-byte magic
 //   u32 version                     1
@@ -78,6 +81,13 @@ class Sequence {
   // leaves the sequence unchanged.
   std::vector<uint8_t> serialize() const;
   void deserialize(std::span<const uint8_t> bytes);
+
+  // The first n tokens' rows of every token-indexed buffer as bytes, buffer after buffer (a paged
+  // state's gathered from its blocks), and back: how the runtime moves a preempted sequence's KV
+  // out of the pool and in again. load_kv needs the state to hold blocks for n tokens.
+  size_t kv_bytes(int64_t n) const;
+  void save_kv(int64_t n, uint8_t* dst) const;
+  void load_kv(int64_t n, const uint8_t* src);
 
   model::ModelState& state() { return state_; }
   const model::ModelState& state() const { return state_; }

@@ -1,23 +1,54 @@
-// StatePool: slots allocated up front, handed out lowest first.
+// StatePool: slots and KV blocks allocated up front, each handed out lowest first.
 #include "runtime/state_pool.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "core/error.h"
 
 namespace strata::runtime {
 
-StatePool::StatePool(const model::Model& model, int64_t slots, int64_t capacity)
-    : capacity_(capacity) {
+StatePool::StatePool(const model::Model& model, int64_t slots, int64_t capacity, int64_t kv_blocks,
+                     int64_t block_tokens)
+    : capacity_(capacity), block_tokens_(block_tokens) {
   check(slots > 0, ErrorKind::kInvalidInput, "the engine needs at least one sequence slot (got {})",
         slots);
   check(capacity > 0, ErrorKind::kInvalidInput, "the context size must be positive (got {})",
         capacity);
+  check(kv_blocks >= 0, ErrorKind::kInvalidInput, "the KV block count must not be negative");
+  check(block_tokens > 0 && (block_tokens & (block_tokens - 1)) == 0 && block_tokens <= 4096,
+        ErrorKind::kInvalidInput, "KV blocks of {} tokens: not a power of two up to 4096", block_tokens);
+  table_blocks_ = blocks_for(capacity);
+  kv_blocks_ = kv_blocks == 0 ? slots * table_blocks_ : kv_blocks;
+  check(kv_blocks_ >= table_blocks_, ErrorKind::kInvalidInput,
+        "the KV pool has {} blocks of {} tokens; one sequence of the context size ({} tokens) needs {}",
+        kv_blocks_, block_tokens_, capacity, table_blocks_);
+  check(kv_blocks_ <= INT32_MAX / block_tokens_, ErrorKind::kInvalidInput,
+        "{} KV blocks of {} tokens are more rows than a pool indexes", kv_blocks_, block_tokens_);
+
+  const Device device = device_ = model.device();
+  // The pools are the token-indexed buffers of one state as long as all the blocks together.
+  const model::ModelState pools = model.new_state(kv_blocks_ * block_tokens_);
+  tables_ = backend::Buffer(device, DType::kI32, {slots, table_blocks_});
   sequences_.reserve(static_cast<size_t>(slots));
-  for (int64_t i = 0; i < slots; ++i)
-    sequences_.push_back(std::make_unique<Sequence>(model, capacity));
+  table_uploads_.reserve(static_cast<size_t>(slots));
+  for (int64_t i = 0; i < slots; ++i) {
+    model::ModelState s = model.new_state(block_tokens_);  // its own KV rows give way to the pools
+    for (size_t b = 0; b < s.buffers.size(); ++b)
+      if (s.buffers[b].token_indexed) s.buffers[b].tensor = pools.buffers[b].tensor;
+    s.capacity = capacity;
+    s.kv.block_tokens = block_tokens_;
+    s.kv.table = tables_.view().rows(i, i + 1).reshaped({table_blocks_});
+    s.blocks.reserve(static_cast<size_t>(table_blocks_));
+    sequences_.push_back(std::make_unique<Sequence>(model.fingerprint(), std::move(s)));
+    table_uploads_.emplace_back(device);
+  }
+  swaps_.resize(static_cast<size_t>(slots));
   for (int64_t i = slots - 1; i >= 0; --i) free_.push_back(static_cast<int>(i));
-  bytes_ = static_cast<size_t>(slots) * slot_bytes(model.info(), capacity);
+  for (int64_t b = 0; b < kv_blocks_; ++b) free_blocks_.push_back(static_cast<int32_t>(b));
+  const model::ModelInfo info = model.info();
+  bytes_ = static_cast<size_t>(slots) * info.state_bytes_fixed +
+           static_cast<size_t>(kv_blocks_) * block_bytes(info, block_tokens_);
 }
 
 int StatePool::acquire() {
@@ -31,13 +62,69 @@ int StatePool::acquire() {
 void StatePool::release(int slot) {
   check(slot >= 0 && slot < slots() && std::find(free_.begin(), free_.end(), slot) == free_.end(),
         ErrorKind::kInternal, "slot {} released twice or never taken", slot);
+  give_blocks_back(slot);
+  swaps_[static_cast<size_t>(slot)] = Swap{};
   free_.push_back(slot);
   // Lowest first again, so that a lone request always runs in slot 0 (its graphs stay warm).
   std::sort(free_.begin(), free_.end(), std::greater<>());
 }
 
+bool StatePool::reserve(int slot, int64_t tokens) {
+  model::ModelState& s = sequence(slot).state();
+  const int64_t want = blocks_for(std::min(tokens, capacity_)) - static_cast<int64_t>(s.blocks.size());
+  if (want <= 0) return true;
+  if (want > free_kv_blocks()) return false;
+  for (int64_t i = 0; i < want; ++i) {
+    s.blocks.push_back(free_blocks_.front());
+    free_blocks_.pop_front();
+  }
+  upload_table(slot);
+  return true;
+}
+
+void StatePool::swap_out(int slot) {
+  Swap& w = swaps_.at(static_cast<size_t>(slot));
+  check(!w.out, ErrorKind::kInternal, "slot {} swapped out twice", slot);
+  const Sequence& seq = sequence(slot);
+  w.tokens = seq.n_tokens();
+  w.bytes.resize(seq.kv_bytes(w.tokens));
+  seq.save_kv(w.tokens, w.bytes.data());  // behind the sequence's queued steps
+  w.out = true;
+  give_blocks_back(slot);
+}
+
+bool StatePool::swap_in(int slot) {
+  Swap& w = swaps_.at(static_cast<size_t>(slot));
+  check(w.out, ErrorKind::kInternal, "slot {} is not swapped out", slot);
+  if (!reserve(slot, w.tokens)) return false;
+  Sequence& seq = sequence(slot);
+  seq.load_kv(w.tokens, w.bytes.data());
+  backend::synchronize(device_);  // before the bytes go
+  w = Swap{};
+  return true;
+}
+
 size_t StatePool::slot_bytes(const model::ModelInfo& info, int64_t capacity) {
   return info.state_bytes_fixed + info.state_bytes_per_token * static_cast<size_t>(capacity);
+}
+
+size_t StatePool::block_bytes(const model::ModelInfo& info, int64_t block_tokens) {
+  return info.state_bytes_per_token * static_cast<size_t>(block_tokens);
+}
+
+void StatePool::give_blocks_back(int slot) {
+  model::ModelState& s = sequence(slot).state();
+  // The table's stale entries are never read: a sequence reads only the tokens it holds blocks for.
+  free_blocks_.insert(free_blocks_.end(), s.blocks.begin(), s.blocks.end());
+  s.blocks.clear();
+}
+
+void StatePool::upload_table(int slot) {
+  const model::ModelState& s = sequence(slot).state();
+  backend::Upload& upload = table_uploads_[static_cast<size_t>(slot)];
+  auto* host = static_cast<int32_t*>(upload.host(static_cast<size_t>(table_blocks_) * sizeof(int32_t)));
+  std::fill(std::copy(s.blocks.begin(), s.blocks.end(), host), host + table_blocks_, 0);
+  upload.start(s.kv.table);
 }
 
 }  // namespace strata::runtime

@@ -1,18 +1,26 @@
 // StatePool: the sequence states an engine runs, allocated once when the engine starts, so that
-// no request allocates state. A slot is one sequence of the pool's capacity (per attention layer
-// its KV rows, per recurrent layer its conv window and SSM matrix); a request holds one slot from
-// admission to its end and finds it reset to empty.
+// no request allocates state.
 //
-// Every slot holds a whole context, so a running request never runs out of KV rows and nothing is
-// preempted; the price is memory for the full context of every slot. Paged KV (blocks shared
-// between sequences with a common prefix) replaces this layout when the prefix cache comes.
+// A slot is one sequence: its recurrent state (per recurrent layer a conv window and an SSM
+// matrix) and a block table. Attention KV lives apart, in one pool per KV buffer (per attention
+// layer a K and a V pool) of fixed-size blocks (kBlockTokens rows unless told otherwise); a sequence holds the blocks its
+// tokens need, in token order, and the kernels find its rows through its table (backend::KvBlocks).
+// So memory goes to the tokens sequences have, not to the whole context of every slot, and a
+// slot's table and recurrent buffers keep their addresses for the engine's life (a captured graph
+// serves whichever request runs in the slot).
+//
+// When the blocks run out the engine preempts a sequence: swap_out copies its KV rows to host
+// memory and returns its blocks; swap_in later takes blocks again and copies the rows back, so the
+// sequence goes on exactly where it was (the bytes are the same; nothing is recomputed).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
+#include "backend/memory.h"
 #include "model/model.h"
 #include "runtime/sequence.h"
 
@@ -20,25 +28,69 @@ namespace strata::runtime {
 
 class StatePool {
  public:
-  StatePool(const model::Model& model, int64_t slots, int64_t capacity);
+  static constexpr int64_t kBlockTokens = 64;  // tokens per KV block unless told otherwise
+
+  // kv_blocks: the blocks of the KV pools; 0: every slot's whole context (nothing ever waits for
+  // blocks). At least one whole context, so the oldest request always runs. block_tokens: a power
+  // of two.
+  StatePool(const model::Model& model, int64_t slots, int64_t capacity, int64_t kv_blocks = 0,
+            int64_t block_tokens = kBlockTokens);
 
   int64_t slots() const { return static_cast<int64_t>(sequences_.size()); }
   int64_t free_slots() const { return static_cast<int64_t>(free_.size()); }
-  int64_t capacity() const { return capacity_; }  // tokens per slot
-  size_t bytes() const { return bytes_; }         // all slots' state
+  int64_t capacity() const { return capacity_; }  // tokens per sequence
+  size_t bytes() const { return bytes_; }         // all state: slots and KV pools
+  int64_t kv_blocks() const { return kv_blocks_; }
+  int64_t free_kv_blocks() const { return static_cast<int64_t>(free_blocks_.size()); }
+  int64_t block_tokens() const { return block_tokens_; }
+  int64_t blocks_for(int64_t tokens) const { return blocks_for(tokens, block_tokens_); }
+  static int64_t blocks_for(int64_t tokens, int64_t block_tokens) {
+    return (tokens + block_tokens - 1) / block_tokens;
+  }
 
-  // A free slot, reset to empty; -1 when every slot is taken.
+  // A free slot, reset to empty and holding no blocks; -1 when every slot is taken.
   int acquire();
+  // Frees the slot, its blocks and any rows swapped out.
   void release(int slot);
   Sequence& sequence(int slot) { return *sequences_.at(static_cast<size_t>(slot)); }
 
-  // The state bytes of one slot of `capacity` tokens.
+  // Gives the slot's sequence blocks for `tokens` tokens in all (at most the capacity); false,
+  // taking none, when too few are free.
+  bool reserve(int slot, int64_t tokens);
+  // Preemption: the sequence's KV rows go to host memory and its blocks back to the pool (the
+  // slot stays taken); swap_in takes blocks for them again and copies them back: false, doing
+  // nothing, while too few blocks are free.
+  void swap_out(int slot);
+  bool swap_in(int slot);
+  bool swapped(int slot) const { return swaps_.at(static_cast<size_t>(slot)).out; }
+
+  // The state bytes a slot of `capacity` tokens costs: its recurrent state and a whole context of KV.
   static size_t slot_bytes(const model::ModelInfo& info, int64_t capacity);
+  // The bytes of one KV block (every attention layer's K and V rows of block_tokens tokens).
+  static size_t block_bytes(const model::ModelInfo& info, int64_t block_tokens = kBlockTokens);
 
  private:
+  void give_blocks_back(int slot);
+  void upload_table(int slot);
+
+  struct Swap {
+    bool out = false;
+    int64_t tokens = 0;          // rows saved
+    std::vector<uint8_t> bytes;  // Sequence::save_kv's layout
+  };
   std::vector<std::unique_ptr<Sequence>> sequences_;
   std::vector<int> free_;  // taken from the back: the lowest slot first
+  // Taken from the front, given back at the end: the lowest block first, and a block given back is
+  // reused last (a resumed sequence's blocks are seldom its old ones).
+  std::deque<int32_t> free_blocks_;
+  std::vector<Swap> swaps_;
+  std::vector<backend::Upload> table_uploads_;  // per slot: its table's way to the device
+  backend::Buffer tables_;                      // I32 [slots, blocks per sequence]
+  Device device_ = Device::kCpu;
   int64_t capacity_ = 0;
+  int64_t kv_blocks_ = 0;
+  int64_t block_tokens_ = kBlockTokens;
+  int64_t table_blocks_ = 0;  // blocks_for(capacity)
   size_t bytes_ = 0;
 };
 

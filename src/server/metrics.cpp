@@ -120,6 +120,11 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
   family(out, "strata_sequence_slots", "gauge", "Sequence state slots (--parallel), by use.");
   out += fmt::format("strata_sequence_slots{{state=\"used\"}} {}\n", e.slots - e.slots_free);
   out += fmt::format("strata_sequence_slots{{state=\"free\"}} {}\n", e.slots_free);
+  family(out, "strata_kv_blocks", "gauge", "KV cache blocks of the pool (--kv-blocks; 64 tokens each), by use.");
+  out += fmt::format("strata_kv_blocks{{state=\"used\"}} {}\n", e.kv_blocks - e.kv_blocks_free);
+  out += fmt::format("strata_kv_blocks{{state=\"free\"}} {}\n", e.kv_blocks_free);
+  single(out, "strata_requests_swapped", "gauge", "Running generations preempted now (their KV cache in host memory until blocks free up).", e.swapped);
+  single(out, "strata_preemptions_total", "counter", "Generations preempted for KV blocks (their KV cache swapped to host memory).", e.preemptions);
   single(out, "strata_engine_steps_total", "counter", "Engine steps run (each serves every running generation).", e.steps);
   single(out, "strata_engine_step_tokens_total", "counter", "Tokens the model ran in engine steps (prompt chunks and generated tokens).", e.step_tokens);
   single(out, "strata_engine_decode_forwards_total", "counter", "Model steps that ran decode tokens (each serves a group of generations at once where the device allows).", e.decode_forwards);

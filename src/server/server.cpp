@@ -183,11 +183,6 @@ struct Server::Impl {
   static double per_step(uint64_t total, uint64_t steps) {
     return steps == 0 ? 0.0 : static_cast<double>(total) / static_cast<double>(steps);
   }
-  size_t engine_state_bytes() const {
-    const runtime::EngineOptions& o = model.engine.options();
-    return static_cast<size_t>(o.parallel) *
-           runtime::StatePool::slot_bytes(model.engine.model().info(), o.context_size);
-  }
 
   HttpResponse health() const {
     const QueueStats q = queue.stats();
@@ -218,7 +213,13 @@ struct Server::Impl {
          {"engine",
           {{"parallel", q.engine.slots},
            {"slots_free", q.engine.slots_free},
-           {"state_bytes", engine_state_bytes()},
+           {"state_bytes", model.engine.state_bytes()},
+           {"kv_block_tokens", model.engine.options().kv_block_tokens},
+           {"kv_blocks", q.engine.kv_blocks},
+           {"kv_blocks_free", q.engine.kv_blocks_free},
+           {"swapped", q.engine.swapped},
+           {"preemptions", q.engine.preemptions},
+           {"resumptions", q.engine.resumptions},
            {"steps", q.engine.steps},
            {"tokens_per_step", per_step(q.engine.step_tokens, q.engine.steps)},
            {"requests_per_step", per_step(q.engine.step_requests, q.engine.steps)},

@@ -85,6 +85,19 @@ TEST_P(CudaBatchExactness, SeventeenRequestsArrivingWhileOthersRunInFewerSlots) 
                     {0, 0, 0, 1, 2, 3, 5, 8, 8, 9, 13, 21});
 }
 
+// Too few KV blocks (of 8 tokens; a few more than one context) for 9 slots: the newest requests are
+// preempted, their KV swapped to host memory and back into other blocks, and all stay exact.
+TEST_P(CudaBatchExactness, TooFewKvBlocksPreemptAndResumeExactly) {
+  runtime::Engine solo(load(), options(1));
+  runtime::EngineOptions o = options(9);
+  o.kv_block_tokens = 8;
+  o.kv_blocks = 14;
+  runtime::Engine batch(load(), o);
+  test::check_batch(solo, batch, test::load_golden("llama").prompt, 17, {0, 0, 0, 1, 2, 3, 5, 8});
+  EXPECT_GT(batch.stats().preemptions, 0u);
+  EXPECT_EQ(batch.stats().kv_blocks_free, 14);
+}
+
 TEST_P(CudaBatchExactness, CancellationsLeaveTheOthersExact) {
   runtime::Engine solo(load(), options(1));
   runtime::Engine batch(load(), options(3));

@@ -2,7 +2,7 @@
 // greedy and seeded sampling (with penalties, logit bias and logprobs mixed in), batches of 1, 3
 // and 17 with prompts of mixed lengths cut into several chunks, so that some requests prefill
 // while others decode, more requests than slots (slots are reused), arrivals while others
-// generate, and cancellations (by the callback and while waiting).
+// generate, cancellations (by the callback and while waiting), and too few KV blocks (preemption).
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -98,6 +98,25 @@ TEST_P(BatchExactness, MoreRequestsThanSlotsReuseThem) {
   Engine solo(load(), options(1));
   Engine batch(load(), options(3));
   check_batch(solo, batch, base(), 17, {0, 0, 0, 0, 0, 2, 4});
+}
+
+// KV blocks of 8 tokens, a few more than one context holds, for 9 slots: the newest requests are
+// preempted (their KV swapped to host memory, their blocks taken by older ones) and resumed again
+// and again, and every request still gets exactly its solo tokens and logprobs.
+TEST_P(BatchExactness, TooFewKvBlocksPreemptAndResumeExactly) {
+  Engine solo(load(), options(1));
+  EngineOptions o = options(9);
+  o.kv_block_tokens = 8;
+  o.kv_blocks = 14;  // one context of 96 tokens takes 12
+  Engine batch(load(), o);
+  check_batch(solo, batch, base(), 17, {0, 0, 0, 1, 2, 3, 5, 8});
+  const runtime::EngineStats s = batch.stats();
+  EXPECT_GT(s.preemptions, 0u);
+  EXPECT_GT(s.resumptions, 0u);
+  EXPECT_LE(s.resumptions, s.preemptions);  // one may end while out (its last pick was queued)
+  EXPECT_EQ(s.swapped, 0);
+  EXPECT_EQ(s.kv_blocks, 14);
+  EXPECT_EQ(s.kv_blocks_free, 14);
 }
 
 TEST_P(BatchExactness, CancellationsLeaveTheOthersExact) {

@@ -1,6 +1,7 @@
 // Many clients at once (a CPU-sized version of the 64-client load): streaming clients that arrive
 // together run together, each gets exactly the answer it gets alone, and none waits for another's
-// whole generation before its first token.
+// whole generation before its first token; with too few KV blocks, clients are preempted and
+// still get their solo answers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -87,6 +88,36 @@ TEST(ServerConcurrency, ClientsArrivingTogetherRunTogetherAndGetTheirSoloAnswers
   EXPECT_EQ(after["requests"]["finished"], 2 * kClients);
 }
 
+// KV blocks for a little more than one client's tokens, for 8 slots: clients are preempted (their
+// KV swapped to host memory and back) and still get exactly their solo answers; /health and
+// /metrics count the preemptions, and every block comes back.
+TEST(ServerConcurrency, ClientsBeyondTheKvBlocksArePreemptedAndGetTheirSoloAnswers) {
+  constexpr int kClients = 8;
+  model::SyntheticCheckpoint weights;
+  test::TestServer s(hybrid_with_qwen3_vocab(weights), {},
+                     runtime::EngineOptions{.context_size = 256,
+                                            .parallel = kClients,
+                                            .kv_blocks = 16,
+                                            .kv_block_tokens = 16});
+  std::vector<std::string> solo;
+  for (int i = 0; i < kClients; ++i) solo.push_back(stream_one(s.port(), request_body(i)).content);
+  std::vector<ClientRun> together(kClients);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i)
+    clients.emplace_back([&, i] { together[i] = stream_one(s.port(), request_body(i)); });
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < kClients; ++i) EXPECT_EQ(together[i].content, solo[i]) << "client " << i;
+  const Json engine = s.health()["engine"];
+  EXPECT_GT(engine["preemptions"].get<int64_t>(), 0) << engine.dump();
+  EXPECT_EQ(engine["swapped"], 0);
+  EXPECT_EQ(engine["kv_blocks"], 16);
+  EXPECT_EQ(engine["kv_blocks_free"], 16);
+  EXPECT_EQ(engine["kv_block_tokens"], 16);
+  const std::string metrics = test::http_request(s.port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("strata_kv_blocks{state=\"free\"} 16"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("strata_preemptions_total " + engine["preemptions"].dump()), std::string::npos);
+}
+
 // n > 1: each choice is a sequence of its own, run together; with a seed, choice i is exactly the
 // single-choice answer of seed + i, whole or streamed, and the usage sums the choices.
 TEST(ServerConcurrency, NChoicesAreSequencesOfTheirOwnWithSeedsSeedPlusI) {
@@ -150,9 +181,10 @@ TEST(ServerConcurrency, NChoicesAreSequencesOfTheirOwnWithSeedsSeedPlusI) {
   }
 }
 
-// strata serve's --parallel and --step-tokens reach the engine, and /health says so.
+// strata serve's --parallel, --step-tokens and --kv-blocks reach the engine, and /health says so.
 TEST(ServerConcurrency, ServeTakesParallelAndStepTokensAndReportsThem) {
-  test::ServeProcess server({"--parallel", "3", "--step-tokens", "1024"});
+  test::ServeProcess server(
+      {"--parallel", "3", "--step-tokens", "1024", "--kv-blocks", "9", "--ctx-size", "512"});
   const Json health = Json::parse(test::http_request(server.port(), "GET", "/health").body);
   EXPECT_EQ(health["engine"]["parallel"], 3) << health.dump();
   EXPECT_EQ(health["engine"]["slots_free"], 3);
@@ -160,6 +192,9 @@ TEST(ServerConcurrency, ServeTakesParallelAndStepTokensAndReportsThem) {
   EXPECT_EQ(health["settings"]["parallel"]["value"], 3);
   EXPECT_EQ(health["settings"]["step_tokens"]["value"], 1024);
   EXPECT_EQ(health["settings"]["step_tokens"]["source"], "flag");
+  EXPECT_EQ(health["engine"]["kv_blocks"], 9);
+  EXPECT_EQ(health["engine"]["kv_blocks_free"], 9);
+  EXPECT_EQ(health["settings"]["kv_blocks"]["value"], 9);
 }
 
 }  // namespace
