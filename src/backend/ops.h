@@ -21,6 +21,8 @@ namespace strata::backend {
 // row by row). CUDA: 64 where every weight takes the tensor-core decode matmul (one row and 2 to
 // 64 rows fold their sums alike, and the norms feeding them write every row's form as one row's),
 // else 8 (the CUDA-core kernels keep a row's sums for up to 8 rows, as the MoE token kernels do).
+// With the batch_invariant tuning off, CUDA gives 64 for any model without experts: batches of
+// more than 24 rows then take the prefill GEMM, and their rows are no longer exactly as alone.
 int64_t batch_invariant_rows(Device device, std::span<const Weight* const> weights, bool moe);
 
 // out[t, :] = table[ids[t], :] (float or quantized table). ids: I32 [T] on the table's device

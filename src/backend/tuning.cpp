@@ -12,6 +12,7 @@ Tuning tuning_from(const Settings& settings) {
   t.gemv_row_warps = static_cast<int>(settings.gemv_row_warps);
   t.gdn_split = static_cast<int>(settings.gdn_split);
   t.feeds = static_cast<int>(settings.cuda_feeds);
+  t.batch_invariant = settings.batch_invariant;
   return t;
 }
 

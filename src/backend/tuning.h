@@ -1,5 +1,6 @@
 // How the CUDA kernels run where there is a choice kept for comparisons and tuning: set at start
-// from the settings (core/settings.h: cuda_pdl, cuda_gemv, gemv_row_warps, gdn_split, cuda_feeds)
+// from the settings (core/settings.h: cuda_pdl, cuda_gemv, gemv_row_warps, gdn_split, cuda_feeds,
+// batch_invariant)
 // and read by the kernels' launch code.
 //
 // Process-wide, unlike the settings passed down in load and engine options: these are read deep
@@ -22,6 +23,9 @@ struct Tuning {
   int gemv_row_warps = 0;         // that matmul's row groups per block: 1, 2, 4, 8; 0: per shape
   int gdn_split = 0;  // the one-token GDN kernel's split: 1, 2, 4, 8 where it fits; 0: its own
   int feeds = 15;     // bit (1 << cuda::FeedKind) set: that producer writes a matmul feed
+  // Decode batches: kernels that give every row the one-row kernel's bits (true), or, beyond 24
+  // rows, the prefill GEMM (false: faster there, not batch-invariant).
+  bool batch_invariant = true;
 };
 
 namespace detail {
@@ -33,7 +37,7 @@ inline Tuning current_tuning;
 inline void set_tuning(const Tuning& tuning) { detail::current_tuning = tuning; }
 inline const Tuning& tuning() { return detail::current_tuning; }
 
-// The settings' cuda_pdl, cuda_gemv, gemv_row_warps, gdn_split and cuda_feeds.
+// The settings' cuda_pdl, cuda_gemv, gemv_row_warps, gdn_split, cuda_feeds and batch_invariant.
 Tuning tuning_from(const Settings& settings);
 
 }  // namespace strata::backend

@@ -128,6 +128,14 @@ const std::vector<SettingSpec>& table() {
                "4 or 8 where that fits, for tuning (0: 2 where it fits, else 1)",
        .choices = {"0", "1", "2", "4", "8"},
        .field = &Settings::gdn_split},
+      {.name = "batch_invariant",
+       .type = SettingType::kBool,
+       .env = "STRATA_BATCH_INVARIANT",
+       .help = "On a GPU, decode batches of many sequences take matmul kernels that give each "
+               "sequence exactly the bits it gets alone (false: batches of more than 24 take the "
+               "prefill GEMM, faster there, but a sequence's last bits, and so at times its "
+               "tokens, depend on what else runs)",
+       .field = &Settings::batch_invariant},
       {.name = "cuda_feeds",
        .type = SettingType::kInt,
        .env = "STRATA_CUDA_FEEDS",

@@ -45,6 +45,7 @@ struct Settings {
   int64_t gemv_row_warps = 0;              // 0: chosen per shape
   int64_t gdn_split = 0;                   // 0: chosen per shape
   int64_t cuda_feeds = 15;                 // bit mask
+  bool batch_invariant = true;             // false: decode batches over 24 take the prefill GEMM
 
   // Where each value came from, by setting name; a name absent here has its default.
   std::map<std::string, SettingSource, std::less<>> sources;

@@ -9,6 +9,7 @@
 
 #include "../model/tiny_configs.h"
 #include "backend/memory.h"
+#include "backend/tuning.h"
 #include "batch_check.h"
 #include "formats/safetensors.h"
 #include "model/golden.h"
@@ -96,6 +97,40 @@ TEST_P(CudaBatchExactness, TooFewKvBlocksPreemptAndResumeExactly) {
   test::check_batch(solo, batch, test::load_golden("llama").prompt, 17, {0, 0, 0, 1, 2, 3, 5, 8});
   EXPECT_GT(batch.stats().preemptions, 0u);
   EXPECT_EQ(batch.stats().kv_blocks_free, 14);
+}
+
+// The batch_invariant tuning off (the fast option): decode batches of more than 24 sequences take
+// the GEMM, so tokens may differ from solo runs after the first; every request still runs to its
+// length, its first token (from its own prefill) is its solo one, and the model batches up to 64.
+TEST_P(CudaBatchExactness, NotInvariantBatchesRunWideAndComplete) {
+  const std::string name = GetParam();
+  if (name != "q4_dense" && name != "q4_hybrid") GTEST_SKIP() << "batches of 8 at most";
+  struct Restore {
+    backend::Tuning saved = backend::tuning();
+    ~Restore() { backend::set_tuning(saved); }
+  } restore;
+  backend::Tuning t = restore.saved;
+  t.batch_invariant = false;
+  backend::set_tuning(t);
+  runtime::Engine solo(load(), options(1));
+  runtime::Engine batch(load(), options(32));
+  const std::vector<int32_t> base = test::load_golden("llama").prompt;
+  const int64_t V = solo.model().config().vocab_size;
+  std::vector<std::shared_ptr<test::Recorder>> works;
+  for (int i = 0; i < 32; ++i) {
+    works.push_back(test::recorder_for(test::nth_request(base, V, i)));
+    batch.add(works.back());
+  }
+  while (!batch.idle()) batch.step();
+  for (int i = 0; i < 32; ++i) {
+    const test::Outcome alone = test::run_alone(solo, test::nth_request(base, V, i));
+    ASSERT_TRUE(works[i]->result) << i << ": " << works[i]->error;
+    EXPECT_EQ(works[i]->result->tokens.size(), alone.tokens.size()) << i;
+    EXPECT_EQ(works[i]->result->tokens.front(), alone.tokens.front()) << i;
+  }
+  EXPECT_EQ(batch.model().max_decode_batch(), 64);
+  const runtime::EngineStats s = batch.stats();
+  EXPECT_GT(s.decode_tokens, s.decode_forwards) << s.decode_tokens << " in " << s.decode_forwards;
 }
 
 TEST_P(CudaBatchExactness, CancellationsLeaveTheOthersExact) {

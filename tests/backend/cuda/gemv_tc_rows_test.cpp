@@ -5,6 +5,7 @@
 // Runs on the GPU machine; skips elsewhere.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/ops.h"
 #include "backend/tensor_test_util.h"
+#include "backend/tuning.h"
 #include "core/dtype.h"
 #include "formats/mlx_quant.h"
 
@@ -120,6 +122,42 @@ TEST_F(GemvTcRows, EveryBatchSizeUpToSixtyFour) {
   make_weight(tw, 1000, 2048, 4, 64, DType::kBF16, 7);
   for (int64_t T : {2, 3, 7, 8, 16, 17, 31, 32, 40, 64})
     check_group(std::span<TestWeight>(&tw, 1), 2048, T, 100u + static_cast<uint32_t>(T), "T " + std::to_string(T));
+}
+
+// With the batch_invariant tuning off, batches of up to 24 rows still get each row's own bits and
+// larger ones take the prefill GEMM (bf16 activations): close to each row alone, not bit for bit;
+// and a model may still batch 64 sequences.
+TEST_F(GemvTcRows, NotInvariantLargeBatchesTakeTheGemm) {
+  struct Restore {
+    backend::Tuning saved = backend::tuning();
+    ~Restore() { backend::set_tuning(saved); }
+  } restore;
+  backend::Tuning t = restore.saved;
+  t.batch_invariant = false;
+  backend::set_tuning(t);
+  TestWeight tw;
+  make_weight(tw, 1000, 2048, 4, 64, DType::kBF16, 9);
+  const backend::Weight* ws[] = {&tw.dev};
+  EXPECT_EQ(backend::batch_invariant_rows(Device::kCuda, ws, false), 64);
+  check_group(std::span<TestWeight>(&tw, 1), 2048, 24, 300, "T 24");
+  for (int64_t T : {25, 64}) {
+    const HostTensor x = random_tensor({T, 2048}, 301 + static_cast<uint32_t>(T));
+    auto dx = backend::cuda::upload(x), dout = backend::cuda::upload(test::nan_tensor({T, 1000}));
+    auto dfirst = backend::cuda::upload(test::nan_tensor({1, 1000}));
+    HostTensor first(DType::kF32, {1, 2048});
+    std::memcpy(first.as<float>(), x.as<float>(), 2048 * 4);
+    auto dx1 = backend::cuda::upload(first);
+    backend::matmul(dx.view, tw.dev, dout.view);
+    backend::matmul(dx1.view, tw.dev, dfirst.view);
+    const HostTensor got = download(dout.view), alone = download(dfirst.view);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < 1000; ++i) {
+      const float a = got.as<float>()[i], b = alone.as<float>()[i];
+      EXPECT_LE(std::fabs(a - b), 2e-2f * (1.0f + std::fabs(b))) << "T " << T << " output " << i;
+      differ += a != b;
+    }
+    EXPECT_GT(differ, 0) << "T " << T << ": the GEMM's bf16 activations round some outputs";
+  }
 }
 
 // The GDN input projections of the 9B (qkv, z, b, a) as one launch of segments.
