@@ -32,6 +32,7 @@ runtime::EngineOptions engine_options(const Settings& settings, int64_t context_
   options.run_ahead = settings.run_ahead ? runtime::EngineOptions::RunAhead::kAuto
                                          : runtime::EngineOptions::RunAhead::kOff;
   options.step_tokens = settings.step_tokens;
+  options.prefix_cache = settings.prefix_cache;
   return options;
 }
 

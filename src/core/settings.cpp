@@ -75,6 +75,17 @@ const std::vector<SettingSpec>& table() {
                "context); when they run out the newest requests wait, their KV in host memory",
        .min = 0,
        .field = &Settings::kv_blocks},
+      {.name = "prefix_cache",
+       .type = SettingType::kInt,
+       .flag = "--prefix-cache",
+       .env = "STRATA_PREFIX_CACHE",
+       .help = "Prompt prefixes (whole 512-token chunks) kept in device memory so that later "
+               "requests starting with them skip their prefill, exactly as if they had run it; "
+               "each holds its KV blocks and, for hybrid models, a copy of the recurrent state "
+               "(0: off)",
+       .min = 0,
+       .max = 4096,
+       .field = &Settings::prefix_cache},
       {.name = "state_budget_mib",
        .type = SettingType::kInt,
        .flag = "--state-budget",

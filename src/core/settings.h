@@ -35,6 +35,7 @@ struct Settings {
   int64_t state_budget_mib = 0;  // 0: half the GPU's free memory, or 1 GiB on the CPU
   int64_t step_tokens = 8192;    // runtime::EngineOptions::step_tokens
   int64_t kv_blocks = 0;         // runtime::EngineOptions::kv_blocks; 0: what state_budget_mib holds
+  int64_t prefix_cache = 32;     // runtime::EngineOptions::prefix_cache (entries; 0: off)
   // How a model runs: switches to compare against (model::LoadOptions, runtime::EngineOptions).
   bool cuda_graphs = true;
   bool moe_fold_shared = true;

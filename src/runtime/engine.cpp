@@ -164,6 +164,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
       options_(options),
       pool_(*model_, options_.parallel, options_.context_size, options_.kv_blocks,
             options_.kv_block_tokens),
+      cache_(*model_, pool_, options_.prefix_cache, options_.prefill_chunk),
       logits_(DType::kF32, {model_->config().vocab_size}) {
   check(options_.prefill_chunk > 0, ErrorKind::kInvalidInput, "the prefill chunk must be positive");
   check(options_.step_tokens >= 0, ErrorKind::kInvalidInput,
@@ -237,6 +238,7 @@ void Engine::publish() {
   stats_.kv_blocks_free = pool_.free_kv_blocks();
   stats_.swapped =
       std::count_if(running_.begin(), running_.end(), [](const auto& a) { return a->swapped && !a->done; });
+  stats_.prefix_entries = cache_.entries();
   std::lock_guard lock(stats_mutex_);
   published_ = stats_;
 }
@@ -267,19 +269,39 @@ void Engine::admit() {
     // Preempted requests get blocks first; a new one starts when its first chunk's blocks are free.
     const int64_t first_chunk =
         std::min<int64_t>(options_.prefill_chunk, static_cast<int64_t>(work->request.prompt.size()));
+    // Cached prefixes give their blocks up before a request waits for them.
+    while (pool_.free_kv_blocks() < pool_.blocks_for(first_chunk) && cache_.evict()) {
+    }
     if (stats_.swapped > 0 || pool_.free_kv_blocks() < pool_.blocks_for(first_chunk)) break;
     const int slot = pool_.acquire();
     if (slot < 0) break;  // arrival order: the first waiting request runs first
     waiting_.pop_front();
-    (void)pool_.reserve(slot, first_chunk);  // free, as checked: later arrivals see them taken
-    start(std::move(work), slot);
+    int64_t cached = 0;
+    try {
+      cached = cache_.resume(slot, work->request.prompt);
+    } catch (...) {
+      pool_.release(slot);
+      ++stats_.failed;
+      publish();
+      work->on_release();
+      work->on_failure(std::current_exception());
+      continue;
+    }
+    if (cache_.enabled()) ++(cached > 0 ? stats_.prefix_hits : stats_.prefix_misses);
+    stats_.cached_tokens += static_cast<uint64_t>(cached);
+    const int64_t prompt_len = static_cast<int64_t>(work->request.prompt.size());
+    // Free, as checked (the chunk after a cached prefix needs no more): later arrivals see them taken.
+    (void)pool_.reserve(slot, cached + std::min(options_.prefill_chunk, prompt_len - cached));
+    start(std::move(work), slot, cached);
   }
 }
 
-void Engine::start(std::shared_ptr<Work> work, int slot) {
+void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached) {
   auto a = std::make_unique<Active>();
   a->work = std::move(work);
   a->slot = slot;
+  a->prefilled = cached;
+  a->result.cached_tokens = cached;
   a->seq = &pool_.sequence(slot);
   a->tools = tools_[static_cast<size_t>(slot)].get();
   a->started = Clock::now();
@@ -519,7 +541,14 @@ void Engine::prefill(Active& a) {
       a.tools->logits.view(), false);
   stats_.step_tokens += static_cast<uint64_t>(n);
   a.prefilled += n;
-  if (a.prefilled < a.prompt_len()) return;
+  if (a.prefilled < a.prompt_len()) {
+    try {
+      cache_.record(a.slot);  // a chunk boundary short of the prompt's end
+    } catch (const std::exception& e) {  // the request goes on; its prefix is just not kept
+      log::error("prefix cache: {}", e.what());
+    }
+    return;
+  }
   if (a.budget == 0) {
     finish(a);
     return;
@@ -532,6 +561,7 @@ bool Engine::room(Active& a, int64_t tokens) {
   try {
     const int64_t need = a.seq->n_tokens() + tokens;
     while (!pool_.reserve(a.slot, need)) {
+      if (cache_.evict()) continue;  // cached prefixes give way before any request
       // The newest running request after a that holds blocks and is not in this step's batch
       // gives way.
       Active* victim = nullptr;

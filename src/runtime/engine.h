@@ -21,6 +21,7 @@
 #include "backend/memory.h"
 #include "core/tensor.h"
 #include "model/model.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/sequence.h"
 #include "runtime/state_pool.h"
@@ -48,6 +49,8 @@ struct EngineOptions {
   // KV swapped to host memory, then back) when the oldest need blocks.
   int64_t kv_blocks = 0;
   int64_t kv_block_tokens = StatePool::kBlockTokens;  // a power of two
+  // Prompt prefixes kept for later requests (runtime/prefix_cache.h), at most this many; 0: off.
+  int64_t prefix_cache = 0;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };
@@ -104,6 +107,7 @@ struct GenerationResult {
   FinishReason finish_reason = FinishReason::kLength;
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;
+  int64_t cached_tokens = 0;  // prompt tokens whose state came from the prefix cache
 };
 
 // Called with each generated token; return false to stop (cancel).
@@ -149,6 +153,10 @@ struct EngineStats {
   int64_t swapped = 0;           // running requests preempted now (their KV in host memory)
   uint64_t preemptions = 0;      // swaps out
   uint64_t resumptions = 0;      // swaps back in
+  int64_t prefix_entries = 0;    // prompt prefixes cached
+  uint64_t prefix_hits = 0;      // requests that started from a cached prefix
+  uint64_t prefix_misses = 0;    // requests that found none (the cache on)
+  uint64_t cached_tokens = 0;    // prompt tokens those hits did not run
   uint64_t finished = 0;         // ran to a stop or length
   uint64_t cancelled = 0;        // by their client (Work::cancel or a false on_token)
   uint64_t failed = 0;           // invalid, or the engine threw
@@ -185,7 +193,7 @@ class Engine {
 
   void validate(const GenerationRequest& request) const;
   void admit();
-  void start(std::shared_ptr<Work> work, int slot);
+  void start(std::shared_ptr<Work> work, int slot, int64_t cached);
   bool may_run_ahead_now(const Active& a) const;
   void run_ahead_all();            // phase 1
   void read_pick(Active& a);       // phase 2
@@ -207,6 +215,7 @@ class Engine {
   std::unique_ptr<model::Model> model_;
   EngineOptions options_;
   StatePool pool_;
+  PrefixCache cache_;  // after pool_: its entries give their blocks back first
   std::vector<std::unique_ptr<SlotTools>> tools_;  // one per slot
   HostTensor logits_;                              // a host pick's logits (what the sampler reads)
   // A step's decodes run together (forward_decode): the requests, their entries, the model's items.

@@ -187,6 +187,16 @@ void Sequence::reset() {
   rewind_to(0);
 }
 
+void Sequence::assume(std::span<const int32_t> tokens) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  check(n <= capacity() && n <= state_.rows_held(), ErrorKind::kInternal,
+        "a prefix of {} tokens in a sequence of capacity {} holding rows for {}", n, capacity(),
+        state_.rows_held());
+  rewind_to(0);
+  tokens_.assign(tokens.begin(), tokens.end());
+  state_.n_tokens = n;
+}
+
 size_t Sequence::kv_bytes(int64_t n) const {
   size_t total = 0;
   for (const auto& b : state_.buffers)

@@ -72,6 +72,10 @@ class Sequence {
   // Recurrent state cannot be rolled back this way: restore a snapshot instead.
   void truncate(int64_t n);
 
+  // The state now holds `tokens` (its caller has put their KV rows and recurrent state in place: a
+  // cached prefix); the sequence goes on after them.
+  void assume(std::span<const int32_t> tokens);
+
   // Returns the sequence to empty, as new: every buffer zeroed (queued on the model's device), no
   // tokens. A pooled state starts each request this way.
   void reset();

@@ -46,6 +46,7 @@ StatePool::StatePool(const model::Model& model, int64_t slots, int64_t capacity,
   swaps_.resize(static_cast<size_t>(slots));
   for (int64_t i = slots - 1; i >= 0; --i) free_.push_back(static_cast<int>(i));
   for (int64_t b = 0; b < kv_blocks_; ++b) free_blocks_.push_back(static_cast<int32_t>(b));
+  refs_.assign(static_cast<size_t>(kv_blocks_), 0);
   const model::ModelInfo info = model.info();
   bytes_ = static_cast<size_t>(slots) * info.state_bytes_fixed +
            static_cast<size_t>(kv_blocks_) * block_bytes(info, block_tokens_);
@@ -76,10 +77,38 @@ bool StatePool::reserve(int slot, int64_t tokens) {
   if (want > free_kv_blocks()) return false;
   for (int64_t i = 0; i < want; ++i) {
     s.blocks.push_back(free_blocks_.front());
+    refs_[static_cast<size_t>(free_blocks_.front())] = 1;
     free_blocks_.pop_front();
   }
   upload_table(slot);
   return true;
+}
+
+void StatePool::share(int slot, std::span<const int32_t> blocks) {
+  model::ModelState& s = sequence(slot).state();
+  check(s.blocks.empty() && static_cast<int64_t>(blocks.size()) <= table_blocks_, ErrorKind::kInternal,
+        "slot {} takes {} shared blocks holding {}", slot, blocks.size(), s.blocks.size());
+  hold(blocks);
+  s.blocks.assign(blocks.begin(), blocks.end());
+  upload_table(slot);
+}
+
+void StatePool::hold(std::span<const int32_t> blocks) {
+  for (int32_t b : blocks) {
+    check(b >= 0 && b < kv_blocks_ && refs_[static_cast<size_t>(b)] > 0, ErrorKind::kInternal,
+          "block {} is not in use", b);
+    ++refs_[static_cast<size_t>(b)];
+  }
+}
+
+void StatePool::let_go(std::span<const int32_t> blocks) {
+  for (int32_t b : blocks) unref(b);
+}
+
+void StatePool::unref(int32_t block) {
+  int32_t& r = refs_.at(static_cast<size_t>(block));
+  check(r > 0, ErrorKind::kInternal, "block {} given back twice", block);
+  if (--r == 0) free_blocks_.push_back(block);
 }
 
 void StatePool::swap_out(int slot) {
@@ -115,7 +144,7 @@ size_t StatePool::block_bytes(const model::ModelInfo& info, int64_t block_tokens
 void StatePool::give_blocks_back(int slot) {
   model::ModelState& s = sequence(slot).state();
   // The table's stale entries are never read: a sequence reads only the tokens it holds blocks for.
-  free_blocks_.insert(free_blocks_.end(), s.blocks.begin(), s.blocks.end());
+  for (int32_t b : s.blocks) unref(b);
   s.blocks.clear();
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/memory.h"
@@ -57,6 +58,12 @@ class StatePool {
   // Gives the slot's sequence blocks for `tokens` tokens in all (at most the capacity); false,
   // taking none, when too few are free.
   bool reserve(int slot, int64_t tokens);
+  // Shared blocks (a cached prefix): the slot's sequence, holding none yet, takes `blocks` as its
+  // first ones. A block is free again once no sequence and no hold() keeps it; its rows are never
+  // written while shared (sequences write only past the shared prefix, in blocks of their own).
+  void share(int slot, std::span<const int32_t> blocks);
+  void hold(std::span<const int32_t> blocks);     // one more keeper of each (the prefix cache)
+  void let_go(std::span<const int32_t> blocks);  // one keeper fewer
   // Preemption: the sequence's KV rows go to host memory and its blocks back to the pool (the
   // slot stays taken); swap_in takes blocks for them again and copies them back: false, doing
   // nothing, while too few blocks are free.
@@ -72,6 +79,7 @@ class StatePool {
  private:
   void give_blocks_back(int slot);
   void upload_table(int slot);
+  void unref(int32_t block);
 
   struct Swap {
     bool out = false;
@@ -83,6 +91,7 @@ class StatePool {
   // Taken from the front, given back at the end: the lowest block first, and a block given back is
   // reused last (a resumed sequence's blocks are seldom its old ones).
   std::deque<int32_t> free_blocks_;
+  std::vector<int32_t> refs_;  // per block: the sequences and holds keeping it
   std::vector<Swap> swaps_;
   std::vector<backend::Upload> table_uploads_;  // per slot: its table's way to the device
   backend::Buffer tables_;                      // I32 [slots, blocks per sequence]

@@ -73,6 +73,7 @@ class GenerationStream : public GenerationJob {
   int64_t completion_tokens() const { return completion_tokens_; }
   double seconds_to_first_token() const;  // from construction (queue wait + prefill)
   double prefill_seconds() const { return result_.prefill_seconds; }
+  int64_t cached_tokens() const { return result_.cached_tokens; }
   double decode_seconds() const { return result_.decode_seconds; }
 
   // Engine thread.

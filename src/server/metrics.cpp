@@ -125,6 +125,11 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
   out += fmt::format("strata_kv_blocks{{state=\"free\"}} {}\n", e.kv_blocks_free);
   single(out, "strata_requests_swapped", "gauge", "Running generations preempted now (their KV cache in host memory until blocks free up).", e.swapped);
   single(out, "strata_preemptions_total", "counter", "Generations preempted for KV blocks (their KV cache swapped to host memory).", e.preemptions);
+  single(out, "strata_prefix_cache_entries", "gauge", "Prompt prefixes kept in device memory for later requests.", e.prefix_entries);
+  family(out, "strata_prefix_cache_lookups_total", "counter", "Requests that looked for a cached prompt prefix, by outcome.");
+  out += fmt::format("strata_prefix_cache_lookups_total{{outcome=\"hit\"}} {}\n", e.prefix_hits);
+  out += fmt::format("strata_prefix_cache_lookups_total{{outcome=\"miss\"}} {}\n", e.prefix_misses);
+  single(out, "strata_prefix_cache_tokens_total", "counter", "Prompt tokens served from cached prefixes instead of being run.", e.cached_tokens);
   single(out, "strata_engine_steps_total", "counter", "Engine steps run (each serves every running generation).", e.steps);
   single(out, "strata_engine_step_tokens_total", "counter", "Tokens the model ran in engine steps (prompt chunks and generated tokens).", e.step_tokens);
   single(out, "strata_engine_decode_forwards_total", "counter", "Model steps that ran decode tokens (each serves a group of generations at once where the device allows).", e.decode_forwards);

@@ -220,6 +220,11 @@ struct Server::Impl {
            {"swapped", q.engine.swapped},
            {"preemptions", q.engine.preemptions},
            {"resumptions", q.engine.resumptions},
+           {"prefix_cache",
+            {{"entries", q.engine.prefix_entries},
+             {"hits", q.engine.prefix_hits},
+             {"misses", q.engine.prefix_misses},
+             {"cached_tokens", q.engine.cached_tokens}}},
            {"steps", q.engine.steps},
            {"tokens_per_step", per_step(q.engine.step_tokens, q.engine.steps)},
            {"requests_per_step", per_step(q.engine.step_requests, q.engine.steps)},
@@ -488,6 +493,7 @@ struct Server::Impl {
   Usage usage_of(const GenerationStream& job) const {
     Usage u;
     u.prompt_tokens = static_cast<int64_t>(job.request.prompt.size());
+    u.cached_tokens = job.cached_tokens();
     u.completion_tokens = job.completion_tokens();
     const std::string& reasoning = job.message().reasoning_content;
     if (const std::optional<control::ThinkReport> think = job.think_report())

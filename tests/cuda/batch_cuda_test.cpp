@@ -133,6 +133,37 @@ TEST_P(CudaBatchExactness, NotInvariantBatchesRunWideAndComplete) {
   EXPECT_GT(s.decode_tokens, s.decode_forwards) << s.decode_tokens << " in " << s.decode_forwards;
 }
 
+// The prefix cache on the GPU: prompts sharing whole chunks with earlier ones start from the cached
+// state (shared KV blocks, the recurrent state copied back) and give exactly the cold tokens.
+TEST_P(CudaBatchExactness, CachedPrefixesGiveTheColdTokens) {
+  runtime::Engine cold(load(), options(1));
+  runtime::EngineOptions o = options(3);
+  o.kv_block_tokens = 8;
+  o.prefix_cache = 6;
+  runtime::Engine warm(load(), o);
+  const std::vector<int32_t> base = test::load_golden("llama").prompt;
+  const int64_t V = cold.model().config().vocab_size;
+  auto request = [&](int i, int shared, int tail) {
+    runtime::GenerationRequest r = test::nth_request(base, V, i);
+    r.prompt.clear();
+    for (int k = 0; k < shared; ++k) r.prompt.push_back(static_cast<int32_t>((base[k % base.size()] + 3 * k) % V));
+    for (int k = 0; k < tail; ++k) r.prompt.push_back(static_cast<int32_t>((i * 31 + k * 7 + 5) % V));
+    return r;
+  };
+  const runtime::GenerationRequest requests[] = {request(0, 24, 5), request(1, 24, 9), request(0, 24, 5),
+                                                 request(3, 11, 6), request(5, 24, 8)};
+  const int64_t want_cached[] = {0, 24, 24, 8, 24};
+  for (size_t i = 0; i < std::size(requests); ++i) {
+    const test::Outcome alone = test::run_alone(cold, requests[i]);
+    auto w = test::recorder_for(requests[i]);
+    warm.add(w);
+    while (!warm.idle()) warm.step();
+    ASSERT_TRUE(w->result) << i << ": " << w->error;
+    EXPECT_EQ(w->result->tokens, alone.tokens) << "request " << i;
+    EXPECT_EQ(w->result->cached_tokens, want_cached[i]) << "request " << i;
+  }
+}
+
 TEST_P(CudaBatchExactness, CancellationsLeaveTheOthersExact) {
   runtime::Engine solo(load(), options(1));
   runtime::Engine batch(load(), options(3));

@@ -119,6 +119,55 @@ TEST_P(BatchExactness, TooFewKvBlocksPreemptAndResumeExactly) {
   EXPECT_EQ(s.kv_blocks_free, 14);
 }
 
+// The prefix cache: requests whose prompts begin with an earlier prompt's whole chunks start from
+// the cached state there and still give exactly a cold run's tokens and logprobs: the same prompt
+// again, prompts sharing three chunks or one, and one sharing none; one at a time, then all at once.
+TEST_P(BatchExactness, CachedPrefixesGiveTheColdTokens) {
+  Engine cold(load(), options(1));
+  EngineOptions o = options(3);
+  o.kv_block_tokens = 8;  // a chunk (8 tokens) is a whole number of blocks
+  o.prefix_cache = 6;
+  Engine warm(load(), o);
+  const int64_t V = cold.model().config().vocab_size;
+  std::vector<int32_t> system;
+  for (int i = 0; i < 24; ++i) system.push_back(static_cast<int32_t>((base()[i % base().size()] + 3 * i) % V));
+  auto request = [&](int i, size_t shared, int tail) {
+    GenerationRequest r = test::nth_request(base(), V, i);
+    r.prompt.assign(system.begin(), system.begin() + static_cast<std::ptrdiff_t>(shared));
+    for (int k = 0; k < tail; ++k) r.prompt.push_back(static_cast<int32_t>((i * 31 + k * 7 + 5) % V));
+    return r;
+  };
+  const GenerationRequest requests[] = {request(0, 24, 5), request(1, 24, 9), request(0, 24, 5),
+                                        request(3, 11, 6), request(4, 0, 13), request(5, 24, 8)};
+  const int64_t want_cached[] = {0, 24, 24, 8, 0, 24};
+  std::vector<Outcome> alone;
+  for (const GenerationRequest& r : requests) alone.push_back(run_alone(cold, r));
+  for (size_t i = 0; i < std::size(requests); ++i) {
+    auto w = recorder_for(requests[i]);
+    warm.add(w);
+    while (!warm.idle()) warm.step();
+    ASSERT_TRUE(w->result) << i << ": " << w->error;
+    EXPECT_EQ(w->result->tokens, alone[i].tokens) << "request " << i;
+    EXPECT_EQ(w->result->cached_tokens, want_cached[i]) << "request " << i;
+    test::expect_same_logprobs(w->logprobs, alone[i].logprobs, "request " + std::to_string(i));
+  }
+  std::vector<std::shared_ptr<test::Recorder>> together;
+  for (const GenerationRequest& r : requests) {
+    together.push_back(recorder_for(r));
+    warm.add(together.back());
+  }
+  while (!warm.idle()) warm.step();
+  for (size_t i = 0; i < std::size(requests); ++i) {
+    ASSERT_TRUE(together[i]->result) << i;
+    EXPECT_EQ(together[i]->result->tokens, alone[i].tokens) << "together, request " << i;
+  }
+  const runtime::EngineStats s = warm.stats();
+  EXPECT_GT(s.prefix_hits, 0u);
+  EXPECT_GT(s.prefix_misses, 0u);
+  EXPECT_LE(s.prefix_entries, 6);
+  EXPECT_EQ(s.slots_free, 3);
+}
+
 TEST_P(BatchExactness, CancellationsLeaveTheOthersExact) {
   Engine solo(load(), options(1));
   Engine batch(load(), options(3));

@@ -118,6 +118,50 @@ TEST(ServerConcurrency, ClientsBeyondTheKvBlocksArePreemptedAndGetTheirSoloAnswe
   EXPECT_NE(metrics.find("strata_preemptions_total " + engine["preemptions"].dump()), std::string::npos);
 }
 
+// The prefix cache through the API: the same conversation again, and one that adds a turn, start
+// from the cached prompt prefix (usage.prompt_tokens_details.cached_tokens counts those tokens, in
+// whole chunks) and answer exactly as they do cold.
+TEST(ServerConcurrency, CachedPromptPrefixesAnswerAsColdAndAreCounted) {
+  model::SyntheticCheckpoint cold_weights, warm_weights;
+  test::TestServer cold(hybrid_with_qwen3_vocab(cold_weights), {},
+                        runtime::EngineOptions{.context_size = 256, .prefill_chunk = 8});
+  test::TestServer warm(hybrid_with_qwen3_vocab(warm_weights), {},
+                        runtime::EngineOptions{.context_size = 256,
+                                               .prefill_chunk = 8,
+                                               .kv_block_tokens = 8,
+                                               .prefix_cache = 8});
+  const Json first = {{"role", "user"}, {"content", "Name three colours of the sea at night."}};
+  auto body = [](const Json& messages) {
+    return Json{{"messages", messages},
+                {"max_tokens", 12},
+                {"temperature", 0},
+                {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  };
+  auto ask = [](test::TestServer& s, const Json& b) {
+    const test::HttpResult r = test::http_request(s.port(), "POST", "/v1/chat/completions", b.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Json::parse(r.body);
+  };
+  const Json one = Json::array({first});
+  const Json a_cold = ask(cold, body(one)), a1 = ask(warm, body(one)), a2 = ask(warm, body(one));
+  const int64_t prompt = a1["usage"]["prompt_tokens"].get<int64_t>();
+  EXPECT_EQ(a1["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(a2["usage"]["prompt_tokens_details"]["cached_tokens"], (prompt - 1) / 8 * 8);
+  EXPECT_EQ(a1["choices"][0]["message"]["content"], a_cold["choices"][0]["message"]["content"]);
+  EXPECT_EQ(a2["choices"][0]["message"]["content"], a_cold["choices"][0]["message"]["content"]);
+  Json two = one;
+  two.push_back({{"role", "assistant"}, {"content", a1["choices"][0]["message"]["content"]}});
+  two.push_back({{"role", "user"}, {"content", "And by day?"}});
+  const Json b_cold = ask(cold, body(two)), b_warm = ask(warm, body(two));
+  EXPECT_GT(b_warm["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
+  EXPECT_EQ(b_warm["choices"][0]["message"]["content"], b_cold["choices"][0]["message"]["content"]);
+  const Json cache = warm.health()["engine"]["prefix_cache"];
+  EXPECT_EQ(cache["hits"], 2) << cache.dump();
+  EXPECT_EQ(cache["misses"], 1);
+  const std::string metrics = test::http_request(warm.port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("strata_prefix_cache_lookups_total{outcome=\"hit\"} 2"), std::string::npos);
+}
+
 // n > 1: each choice is a sequence of its own, run together; with a seed, choice i is exactly the
 // single-choice answer of seed + i, whole or streamed, and the usage sums the choices.
 TEST(ServerConcurrency, NChoicesAreSequencesOfTheirOwnWithSeedsSeedPlusI) {
