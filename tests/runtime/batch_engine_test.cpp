@@ -168,6 +168,44 @@ TEST_P(BatchExactness, CachedPrefixesGiveTheColdTokens) {
   EXPECT_EQ(s.slots_free, 3);
 }
 
+// The prefix cache and preemption together: 12 requests in 9 slots with KV blocks for little more
+// than one context, most sharing two chunks: cached prefixes give their blocks up, requests are
+// swapped out and back in (shared blocks among theirs), and every request gets its cold tokens.
+TEST_P(BatchExactness, CachedPrefixesUnderPreemptionGiveTheColdTokens) {
+  Engine cold(load(), options(1));
+  EngineOptions o = options(9);
+  o.kv_block_tokens = 8;
+  o.kv_blocks = 14;
+  o.prefix_cache = 4;
+  Engine warm(load(), o);
+  const int64_t V = cold.model().config().vocab_size;
+  std::vector<GenerationRequest> requests;
+  std::vector<Outcome> alone;
+  for (int i = 0; i < 12; ++i) {
+    GenerationRequest r = test::nth_request(base(), V, i);
+    const int shared = i % 4 == 3 ? 0 : 16;
+    r.prompt.clear();
+    for (int k = 0; k < shared; ++k) r.prompt.push_back(static_cast<int32_t>((base()[k % base().size()] + k) % V));
+    for (int k = 0; k < 3 + i % 7; ++k) r.prompt.push_back(static_cast<int32_t>((i * 29 + k * 11 + 1) % V));
+    alone.push_back(run_alone(cold, r));
+    requests.push_back(std::move(r));
+  }
+  std::vector<std::shared_ptr<test::Recorder>> works;
+  for (const GenerationRequest& r : requests) works.push_back(recorder_for(r));
+  warm.add(works[0]);
+  while (!warm.idle()) warm.step();  // its prefix is cached before the rest arrive
+  for (size_t i = 1; i < works.size(); ++i) warm.add(works[i]);
+  while (!warm.idle()) warm.step();
+  for (size_t i = 0; i < works.size(); ++i) {
+    ASSERT_TRUE(works[i]->result) << i << ": " << works[i]->error;
+    EXPECT_EQ(works[i]->result->tokens, alone[i].tokens) << "request " << i;
+  }
+  const runtime::EngineStats s = warm.stats();
+  EXPECT_GT(s.prefix_hits, 0u);
+  EXPECT_GT(s.preemptions, 0u);
+  EXPECT_EQ(s.swapped, 0);
+}
+
 TEST_P(BatchExactness, CancellationsLeaveTheOthersExact) {
   Engine solo(load(), options(1));
   Engine batch(load(), options(3));
