@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "step_tokens")->check(CLI::PositiveNumber);
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "kv_blocks")->check(CLI::NonNegativeNumber);
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "prefix_cache")->check(CLI::NonNegativeNumber);
+  add_setting_flag<int64_t>(*serve_cmd, setting_flags, "prefix_cache_host_mib")->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-concurrency", serve.max_concurrency, "Requests admitted at once (generating + queued); more get 503")
       ->check(CLI::Range(1, 4096));
   serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes, "Largest request body accepted (413 beyond)")

@@ -33,6 +33,7 @@ runtime::EngineOptions engine_options(const Settings& settings, int64_t context_
                                          : runtime::EngineOptions::RunAhead::kOff;
   options.step_tokens = settings.step_tokens;
   options.prefix_cache = settings.prefix_cache;
+  options.prefix_cache_host_bytes = static_cast<size_t>(settings.prefix_cache_host_mib) << 20;
   return options;
 }
 

@@ -86,6 +86,15 @@ const std::vector<SettingSpec>& table() {
        .min = 0,
        .max = 4096,
        .field = &Settings::prefix_cache},
+      {.name = "prefix_cache_host_mib",
+       .type = SettingType::kInt,
+       .flag = "--prefix-cache-host",
+       .env = "STRATA_PREFIX_CACHE_HOST",
+       .help = "MiB of host memory for cached prompt prefixes moved out of device memory (the "
+               "least recently used, when prefix_cache entries are cached or their blocks are "
+               "needed); a hit there moves the prefix back (0: such prefixes are dropped)",
+       .min = 0,
+       .field = &Settings::prefix_cache_host_mib},
       {.name = "state_budget_mib",
        .type = SettingType::kInt,
        .flag = "--state-budget",

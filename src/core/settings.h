@@ -36,6 +36,7 @@ struct Settings {
   int64_t step_tokens = 8192;    // runtime::EngineOptions::step_tokens
   int64_t kv_blocks = 0;         // runtime::EngineOptions::kv_blocks; 0: what state_budget_mib holds
   int64_t prefix_cache = 32;     // runtime::EngineOptions::prefix_cache (entries; 0: off)
+  int64_t prefix_cache_host_mib = 1024;  // EngineOptions::prefix_cache_host_bytes, in MiB
   // How a model runs: switches to compare against (model::LoadOptions, runtime::EngineOptions).
   bool cuda_graphs = true;
   bool moe_fold_shared = true;

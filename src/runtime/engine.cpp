@@ -164,7 +164,8 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
       options_(options),
       pool_(*model_, options_.parallel, options_.context_size, options_.kv_blocks,
             options_.kv_block_tokens),
-      cache_(*model_, pool_, options_.prefix_cache, options_.prefill_chunk),
+      cache_(*model_, pool_, options_.prefix_cache, options_.prefill_chunk,
+             options_.prefix_cache_host_bytes),
       logits_(DType::kF32, {model_->config().vocab_size}) {
   check(options_.prefill_chunk > 0, ErrorKind::kInvalidInput, "the prefill chunk must be positive");
   check(options_.step_tokens >= 0, ErrorKind::kInvalidInput,
@@ -238,7 +239,9 @@ void Engine::publish() {
   stats_.kv_blocks_free = pool_.free_kv_blocks();
   stats_.swapped =
       std::count_if(running_.begin(), running_.end(), [](const auto& a) { return a->swapped && !a->done; });
-  stats_.prefix_entries = cache_.entries();
+  stats_.prefix_entries = cache_.entries() - cache_.host_entries();
+  stats_.prefix_host_entries = cache_.host_entries();
+  stats_.prefix_host_bytes = cache_.host_bytes();
   std::lock_guard lock(stats_mutex_);
   published_ = stats_;
 }
@@ -277,8 +280,9 @@ void Engine::admit() {
     if (slot < 0) break;  // arrival order: the first waiting request runs first
     waiting_.pop_front();
     int64_t cached = 0;
+    bool from_host = false;
     try {
-      cached = cache_.resume(slot, work->request.prompt);
+      cached = cache_.resume(slot, work->request.prompt, &from_host);
     } catch (...) {
       pool_.release(slot);
       ++stats_.failed;
@@ -288,6 +292,7 @@ void Engine::admit() {
       continue;
     }
     if (cache_.enabled()) ++(cached > 0 ? stats_.prefix_hits : stats_.prefix_misses);
+    stats_.prefix_host_hits += from_host ? 1 : 0;
     stats_.cached_tokens += static_cast<uint64_t>(cached);
     const int64_t prompt_len = static_cast<int64_t>(work->request.prompt.size());
     // Free, as checked (the chunk after a cached prefix needs no more): later arrivals see them taken.

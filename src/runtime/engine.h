@@ -49,8 +49,10 @@ struct EngineOptions {
   // KV swapped to host memory, then back) when the oldest need blocks.
   int64_t kv_blocks = 0;
   int64_t kv_block_tokens = StatePool::kBlockTokens;  // a power of two
-  // Prompt prefixes kept for later requests (runtime/prefix_cache.h), at most this many; 0: off.
+  // Prompt prefixes kept for later requests (runtime/prefix_cache.h), at most this many in device
+  // memory (0: off), and host memory for those moved out of it (0: they are dropped).
   int64_t prefix_cache = 0;
+  size_t prefix_cache_host_bytes = 0;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };
@@ -157,6 +159,9 @@ struct EngineStats {
   uint64_t prefix_hits = 0;      // requests that started from a cached prefix
   uint64_t prefix_misses = 0;    // requests that found none (the cache on)
   uint64_t cached_tokens = 0;    // prompt tokens those hits did not run
+  uint64_t prefix_host_hits = 0;  // hits served from host memory (moved back to the device)
+  int64_t prefix_host_entries = 0;
+  uint64_t prefix_host_bytes = 0;
   uint64_t finished = 0;         // ran to a stop or length
   uint64_t cancelled = 0;        // by their client (Work::cancel or a false on_token)
   uint64_t failed = 0;           // invalid, or the engine threw

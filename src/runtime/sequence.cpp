@@ -197,26 +197,26 @@ void Sequence::assume(std::span<const int32_t> tokens) {
   state_.n_tokens = n;
 }
 
-size_t Sequence::kv_bytes(int64_t n) const {
+size_t Sequence::kv_bytes(const model::ModelState& state, int64_t n) {
   size_t total = 0;
-  for (const auto& b : state_.buffers)
+  for (const auto& b : state.buffers)
     if (b.token_indexed) total += stored_bytes(b, n);
   return total;
 }
 
-void Sequence::save_kv(int64_t n, uint8_t* dst) const {
-  for (const auto& b : state_.buffers)
+void Sequence::save_kv(const model::ModelState& state, int64_t n, uint8_t* dst) {
+  for (const auto& b : state.buffers)
     if (b.token_indexed)
-      for_stored_parts(state_, b, n, [&](const Tensor& part) {
+      for_stored_parts(state, b, n, [&](const Tensor& part) {
         backend::copy_to_host(part, dst);
         dst += part.nbytes();
       });
 }
 
-void Sequence::load_kv(int64_t n, const uint8_t* src) {
-  for (const auto& b : state_.buffers)
+void Sequence::load_kv(const model::ModelState& state, int64_t n, const uint8_t* src) {
+  for (const auto& b : state.buffers)
     if (b.token_indexed)
-      for_stored_parts(state_, b, n, [&](const Tensor& part) {
+      for_stored_parts(state, b, n, [&](const Tensor& part) {
         backend::copy_from_host(src, part);
         src += part.nbytes();
       });

@@ -89,9 +89,13 @@ class Sequence {
   // The first n tokens' rows of every token-indexed buffer as bytes, buffer after buffer (a paged
   // state's gathered from its blocks), and back: how the runtime moves a preempted sequence's KV
   // out of the pool and in again. load_kv needs the state to hold blocks for n tokens.
-  size_t kv_bytes(int64_t n) const;
-  void save_kv(int64_t n, uint8_t* dst) const;
-  void load_kv(int64_t n, const uint8_t* src);
+  size_t kv_bytes(int64_t n) const { return kv_bytes(state_, n); }
+  void save_kv(int64_t n, uint8_t* dst) const { save_kv(state_, n, dst); }
+  void load_kv(int64_t n, const uint8_t* src) { load_kv(state_, n, src); }
+  // The same for any state (e.g. a pool's buffers with a cached prefix's blocks).
+  static size_t kv_bytes(const model::ModelState& state, int64_t n);
+  static void save_kv(const model::ModelState& state, int64_t n, uint8_t* dst);
+  static void load_kv(const model::ModelState& state, int64_t n, const uint8_t* src);
 
   model::ModelState& state() { return state_; }
   const model::ModelState& state() const { return state_; }

@@ -105,6 +105,22 @@ void StatePool::let_go(std::span<const int32_t> blocks) {
   for (int32_t b : blocks) unref(b);
 }
 
+model::ModelState StatePool::over(std::span<const int32_t> blocks) const {
+  model::ModelState s = sequences_.front()->state();  // every slot's KV buffers are the pools
+  s.blocks.assign(blocks.begin(), blocks.end());
+  return s;
+}
+
+size_t StatePool::kv_bytes(int64_t tokens) const { return Sequence::kv_bytes(sequences_.front()->state(), tokens); }
+
+void StatePool::save_blocks(std::span<const int32_t> blocks, int64_t tokens, uint8_t* dst) const {
+  Sequence::save_kv(over(blocks), tokens, dst);
+}
+
+void StatePool::load_blocks(std::span<const int32_t> blocks, int64_t tokens, const uint8_t* src) const {
+  Sequence::load_kv(over(blocks), tokens, src);
+}
+
 void StatePool::unref(int32_t block) {
   int32_t& r = refs_.at(static_cast<size_t>(block));
   check(r > 0, ErrorKind::kInternal, "block {} given back twice", block);

@@ -64,6 +64,11 @@ class StatePool {
   void share(int slot, std::span<const int32_t> blocks);
   void hold(std::span<const int32_t> blocks);     // one more keeper of each (the prefix cache)
   void let_go(std::span<const int32_t> blocks);  // one keeper fewer
+  // The KV rows of the first `tokens` tokens whose blocks are `blocks` (in token order), as
+  // Sequence::save_kv lays them out, and back.
+  size_t kv_bytes(int64_t tokens) const;
+  void save_blocks(std::span<const int32_t> blocks, int64_t tokens, uint8_t* dst) const;
+  void load_blocks(std::span<const int32_t> blocks, int64_t tokens, const uint8_t* src) const;
   // Preemption: the sequence's KV rows go to host memory and its blocks back to the pool (the
   // slot stays taken); swap_in takes blocks for them again and copies them back: false, doing
   // nothing, while too few blocks are free.
@@ -80,6 +85,7 @@ class StatePool {
   void give_blocks_back(int slot);
   void upload_table(int slot);
   void unref(int32_t block);
+  model::ModelState over(std::span<const int32_t> blocks) const;  // the pools through `blocks`
 
   struct Swap {
     bool out = false;

@@ -125,7 +125,11 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
   out += fmt::format("strata_kv_blocks{{state=\"free\"}} {}\n", e.kv_blocks_free);
   single(out, "strata_requests_swapped", "gauge", "Running generations preempted now (their KV cache in host memory until blocks free up).", e.swapped);
   single(out, "strata_preemptions_total", "counter", "Generations preempted for KV blocks (their KV cache swapped to host memory).", e.preemptions);
-  single(out, "strata_prefix_cache_entries", "gauge", "Prompt prefixes kept in device memory for later requests.", e.prefix_entries);
+  family(out, "strata_prefix_cache_entries", "gauge", "Prompt prefixes kept for later requests, by tier.");
+  out += fmt::format("strata_prefix_cache_entries{{tier=\"device\"}} {}\n", e.prefix_entries);
+  out += fmt::format("strata_prefix_cache_entries{{tier=\"host\"}} {}\n", e.prefix_host_entries);
+  single(out, "strata_prefix_cache_host_bytes", "gauge", "Host memory holding cached prompt prefixes.", e.prefix_host_bytes);
+  single(out, "strata_prefix_cache_host_hits_total", "counter", "Prefix-cache hits served from host memory.", e.prefix_host_hits);
   family(out, "strata_prefix_cache_lookups_total", "counter", "Requests that looked for a cached prompt prefix, by outcome.");
   out += fmt::format("strata_prefix_cache_lookups_total{{outcome=\"hit\"}} {}\n", e.prefix_hits);
   out += fmt::format("strata_prefix_cache_lookups_total{{outcome=\"miss\"}} {}\n", e.prefix_misses);

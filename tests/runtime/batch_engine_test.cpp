@@ -168,6 +168,50 @@ TEST_P(BatchExactness, CachedPrefixesGiveTheColdTokens) {
   EXPECT_EQ(s.slots_free, 3);
 }
 
+// The prefix cache's host tier: with one device entry, prefixes move to host memory as others are
+// cached; a prompt that begins with one takes fresh blocks, gets the bytes back and gives its cold
+// tokens. With no host memory they are dropped instead, and prompts run cold, with the same tokens.
+TEST_P(BatchExactness, PrefixesMovedToHostMemoryComeBackExactly) {
+  Engine cold(load(), options(1));
+  const int64_t V = cold.model().config().vocab_size;
+  auto request = [&](int i, int system, int tail) {
+    GenerationRequest r = test::nth_request(base(), V, i);
+    r.prompt.clear();
+    for (int k = 0; k < 24; ++k) r.prompt.push_back(static_cast<int32_t>((system * 37 + k * 13 + 2) % V));
+    for (int k = 0; k < tail; ++k) r.prompt.push_back(static_cast<int32_t>((i * 31 + k * 7 + 5) % V));
+    return r;
+  };
+  const GenerationRequest requests[] = {request(0, 1, 5), request(1, 2, 6), request(2, 1, 9),
+                                        request(4, 2, 3), request(5, 1, 4)};
+  std::vector<Outcome> alone;
+  for (const GenerationRequest& r : requests) alone.push_back(run_alone(cold, r));
+  for (size_t host_bytes : {size_t{64} << 20, size_t{0}}) {
+    EngineOptions o = options(2);
+    o.kv_block_tokens = 8;
+    o.prefix_cache = 1;
+    o.prefix_cache_host_bytes = host_bytes;
+    Engine warm(load(), o);
+    for (size_t i = 0; i < std::size(requests); ++i) {
+      auto w = recorder_for(requests[i]);
+      warm.add(w);
+      while (!warm.idle()) warm.step();
+      ASSERT_TRUE(w->result) << i << ": " << w->error;
+      EXPECT_EQ(w->result->tokens, alone[i].tokens) << "host bytes " << host_bytes << ", request " << i;
+      if (host_bytes > 0 && i >= 2) EXPECT_EQ(w->result->cached_tokens, 24) << i;
+    }
+    const runtime::EngineStats s = warm.stats();
+    if (host_bytes > 0) {
+      EXPECT_EQ(s.prefix_host_hits, 3u);
+      EXPECT_GT(s.prefix_host_entries, 0);
+      EXPECT_GT(s.prefix_host_bytes, 0u);
+    } else {
+      EXPECT_EQ(s.prefix_host_hits, 0u);
+      EXPECT_EQ(s.prefix_host_entries, 0);
+    }
+    EXPECT_LE(s.prefix_entries, 1);
+  }
+}
+
 // The prefix cache and preemption together: 12 requests in 9 slots with KV blocks for little more
 // than one context, most sharing two chunks: cached prefixes give their blocks up, requests are
 // swapped out and back in (shared blocks among theirs), and every request gets its cold tokens.
