@@ -221,6 +221,7 @@ Breakdown run_breakdown(const model::SyntheticCheckpoint& ck, const Row& row,
   const int64_t tokens = 1 + 2 * kBreakdownSteps;
   runtime::EngineOptions engine_opts = engine_options(settings, prompt + tokens + 1);
   engine_opts.prefill_chunk = kPrefillChunk;
+  engine_opts.prefix_cache = 0;  // every prompt runs cold (the bench's prompts share their starts)
   runtime::Engine engine(
       model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), options),
       engine_opts);
@@ -308,6 +309,7 @@ Row bench_one(const std::string& shape, int bits, const Plan& s,
   runtime::EngineOptions engine_opts = engine_options(
       s.settings, std::max(longest_prompt + kWarmupTokens, longest_context + s.decode) + 1);
   engine_opts.prefill_chunk = kPrefillChunk;
+  engine_opts.prefix_cache = 0;  // every prompt runs cold (the bench's prompts share their starts)
   std::optional<runtime::Engine> engine;
   engine.emplace(std::move(m), engine_opts);
   // The peak: sampled when a request's first token arrives, while its state and every scratch

@@ -143,6 +143,7 @@ std::string bench_concurrency(const std::string& name, const Json& config, int b
   const int64_t ctx = plan.prompt + plan.tokens + 1;
   runtime::EngineOptions options = engine_options(settings, ctx);
   options.parallel = most;
+  options.prefix_cache = 0;  // cold prefills only
   runtime::Engine engine(
       model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors),
                         load_options(settings, "")),
