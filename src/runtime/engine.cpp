@@ -282,7 +282,7 @@ void Engine::admit() {
     int64_t cached = 0;
     bool from_host = false;
     try {
-      cached = cache_.resume(slot, work->request.prompt, &from_host);
+      if (work->request.prefix_cache) cached = cache_.resume(slot, work->request.prompt, &from_host);
     } catch (...) {
       pool_.release(slot);
       ++stats_.failed;
@@ -291,22 +291,24 @@ void Engine::admit() {
       work->on_failure(std::current_exception());
       continue;
     }
-    if (cache_.enabled()) ++(cached > 0 ? stats_.prefix_hits : stats_.prefix_misses);
+    if (cache_.enabled() && work->request.prefix_cache)
+      ++(cached > 0 ? stats_.prefix_hits : stats_.prefix_misses);
     stats_.prefix_host_hits += from_host ? 1 : 0;
     stats_.cached_tokens += static_cast<uint64_t>(cached);
     const int64_t prompt_len = static_cast<int64_t>(work->request.prompt.size());
     // Free, as checked (the chunk after a cached prefix needs no more): later arrivals see them taken.
     (void)pool_.reserve(slot, cached + std::min(options_.prefill_chunk, prompt_len - cached));
-    start(std::move(work), slot, cached);
+    start(std::move(work), slot, cached, from_host);
   }
 }
 
-void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached) {
+void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, bool from_host) {
   auto a = std::make_unique<Active>();
   a->work = std::move(work);
   a->slot = slot;
   a->prefilled = cached;
   a->result.cached_tokens = cached;
+  a->result.cached_from_host = from_host;
   a->seq = &pool_.sequence(slot);
   a->tools = tools_[static_cast<size_t>(slot)].get();
   a->started = Clock::now();
@@ -548,7 +550,7 @@ void Engine::prefill(Active& a) {
   a.prefilled += n;
   if (a.prefilled < a.prompt_len()) {
     try {
-      cache_.record(a.slot);  // a chunk boundary short of the prompt's end
+      if (a.request().prefix_cache) cache_.record(a.slot);  // a chunk boundary short of the end
     } catch (const std::exception& e) {  // the request goes on; its prefix is just not kept
       log::error("prefix cache: {}", e.what());
     }

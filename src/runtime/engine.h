@@ -101,6 +101,7 @@ struct GenerationRequest {
   // on_logprob just before the token itself reaches the TokenCallback (injected tokens have none).
   int top_logprobs = -1;
   std::function<void(const TokenLogprob&)> on_logprob;
+  bool prefix_cache = true;  // false: its prompt neither starts from a cached prefix nor leaves one
 };
 
 struct GenerationResult {
@@ -110,6 +111,7 @@ struct GenerationResult {
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;
   int64_t cached_tokens = 0;  // prompt tokens whose state came from the prefix cache
+  bool cached_from_host = false;  // ... from its host tier (else device memory)
 };
 
 // Called with each generated token; return false to stop (cancel).
@@ -198,7 +200,7 @@ class Engine {
 
   void validate(const GenerationRequest& request) const;
   void admit();
-  void start(std::shared_ptr<Work> work, int slot, int64_t cached);
+  void start(std::shared_ptr<Work> work, int slot, int64_t cached, bool from_host);
   bool may_run_ahead_now(const Active& a) const;
   void run_ahead_all();            // phase 1
   void read_pick(Active& a);       // phase 2

@@ -224,6 +224,7 @@ GenerationOptions parse_options(const Fields& f) {
   if (auto n = f.integer("n", 1, 128)) o.n = static_cast<int>(*n);
   if (auto user = f.string("user")) o.user = *user;
   o.ignore_eos = f.boolean("ignore_eos").value_or(false);
+  o.cache_prompt = f.boolean("cache_prompt").value_or(true);
   return o;
 }
 

@@ -42,6 +42,7 @@ struct GenerationOptions {
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
   bool ignore_eos = false;  // vLLM's extra: generate until max_tokens
+  bool cache_prompt = true;  // llama.cpp's extra: false neither reuses nor keeps prompt prefixes
   // Log-probabilities: -1 off; else the alternatives to report per token (chat: top_logprobs
   // 0..20 with logprobs: true; completions: logprobs 0..5).
   int logprobs = -1;

@@ -404,6 +404,7 @@ struct Server::Impl {
     g.sampling = o.sampling;
     if (!o.seed) g.sampling.seed = random_seed();
     if (!o.ignore_eos) g.stop_ids = eos_ids;
+    g.prefix_cache = o.cache_prompt;
     return g;
   }
 
@@ -651,11 +652,17 @@ struct Server::Impl {
                             : whole_chat(http_request, jobs, header, routed);
   }
 
-  // The "strata" extension of a chat response, when think control had a say in it.
+  // The "strata" extension of a chat response: what think control did, when it had a say, and
+  // where a cached prompt prefix came from, when one served.
   static std::optional<OrderedJson> chat_extension(const GenerationStream& job, bool routed) {
     const std::optional<control::ThinkReport> think = job.think_report();
-    if (!routed && !think) return std::nullopt;
-    return strata_extension_json(routed, think);
+    const bool thinking = routed || think.has_value();
+    if (!thinking && job.cached_tokens() == 0) return std::nullopt;
+    OrderedJson extension = thinking ? strata_extension_json(routed, think) : OrderedJson::object();
+    if (job.cached_tokens() > 0)
+      extension["prefix_cache"] = {{"cached_tokens", job.cached_tokens()},
+                                   {"tier", job.cached_from_host() ? "host" : "device"}};
+    return extension;
   }
 
   HttpResponse whole_chat(const HttpRequest& http_request, const Jobs& jobs, ResponseHeader header,

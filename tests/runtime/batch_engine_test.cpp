@@ -197,7 +197,10 @@ TEST_P(BatchExactness, PrefixesMovedToHostMemoryComeBackExactly) {
       while (!warm.idle()) warm.step();
       ASSERT_TRUE(w->result) << i << ": " << w->error;
       EXPECT_EQ(w->result->tokens, alone[i].tokens) << "host bytes " << host_bytes << ", request " << i;
-      if (host_bytes > 0 && i >= 2) EXPECT_EQ(w->result->cached_tokens, 24) << i;
+      if (host_bytes > 0 && i >= 2) {
+        EXPECT_EQ(w->result->cached_tokens, 24) << i;
+        EXPECT_TRUE(w->result->cached_from_host) << i;
+      }
     }
     const runtime::EngineStats s = warm.stats();
     if (host_bytes > 0) {

@@ -120,7 +120,8 @@ TEST(ServerConcurrency, ClientsBeyondTheKvBlocksArePreemptedAndGetTheirSoloAnswe
 
 // The prefix cache through the API: the same conversation again, and one that adds a turn, start
 // from the cached prompt prefix (usage.prompt_tokens_details.cached_tokens counts those tokens, in
-// whole chunks) and answer exactly as they do cold.
+// whole chunks, and the strata extension names the tier) and answer exactly as they do cold;
+// cache_prompt: false runs cold.
 TEST(ServerConcurrency, CachedPromptPrefixesAnswerAsColdAndAreCounted) {
   model::SyntheticCheckpoint cold_weights, warm_weights;
   test::TestServer cold(hybrid_with_qwen3_vocab(cold_weights), {},
@@ -149,6 +150,15 @@ TEST(ServerConcurrency, CachedPromptPrefixesAnswerAsColdAndAreCounted) {
   EXPECT_EQ(a2["usage"]["prompt_tokens_details"]["cached_tokens"], (prompt - 1) / 8 * 8);
   EXPECT_EQ(a1["choices"][0]["message"]["content"], a_cold["choices"][0]["message"]["content"]);
   EXPECT_EQ(a2["choices"][0]["message"]["content"], a_cold["choices"][0]["message"]["content"]);
+  EXPECT_FALSE(a1.contains("strata")) << a1.dump();
+  EXPECT_EQ(a2["strata"]["prefix_cache"]["cached_tokens"], (prompt - 1) / 8 * 8) << a2.dump();
+  EXPECT_EQ(a2["strata"]["prefix_cache"]["tier"], "device");
+  // llama.cpp's cache_prompt: false runs the prompt cold (and counts no lookup).
+  Json bypass = body(one);
+  bypass["cache_prompt"] = false;
+  const Json a3 = ask(warm, bypass);
+  EXPECT_EQ(a3["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(a3["choices"][0]["message"]["content"], a_cold["choices"][0]["message"]["content"]);
   Json two = one;
   two.push_back({{"role", "assistant"}, {"content", a1["choices"][0]["message"]["content"]}});
   two.push_back({{"role", "user"}, {"content", "And by day?"}});
