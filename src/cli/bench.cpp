@@ -16,6 +16,7 @@
 #include "backend/graph.h"
 #include "backend/memory.h"
 #include "cli/bench_concurrency.h"
+#include "cli/bench_prefix.h"
 #include "cli/bench_shapes.h"
 #include "cli/bench_traffic.h"
 #include "cli/commands.h"
@@ -529,28 +530,43 @@ int run_bench(const BenchArgs& args) {
         ", {:.1f} GiB, peak memory bandwidth {:.0f} GB/s, {:.1f} GiB in use before loading",
         static_cast<double>(device.total_bytes) / kGiB, device.peak_bandwidth / 1e9,
         static_cast<double>(device.total_bytes - device.free_bytes) / kGiB);
-  if (!args.concurrency.empty()) {
-    ConcurrencyPlan plan;
-    plan.levels = args.concurrency;
-    if (!args.prompts.empty()) plan.prompt = args.prompts.front();
-    if (args.decode > 0) plan.tokens = args.decode;
-    doc.add(head + "\n\n" + concurrency_table_header());
+  // One table of rows per shape and width (rows(shape, bits, config) returns them, or throws: a
+  // failed row), then its notes; the exit status says whether any row failed.
+  auto table = [&](const std::string& header, const std::string& notes, auto&& rows) {
+    doc.add(head + "\n\n" + header);
     bool failed = false;
     for (const std::string& shape : s.shapes)
       for (int bits : s.bits) {
         Json config = bench_shape_config(shape);
         if (s.layers > 0) config = with_layers(std::move(config), s.layers);
         try {
-          const std::string rows = bench_concurrency(shape, config, bits, s.settings, plan, device.peak_bandwidth);
-          failed = failed || rows.find("| failed: ") != std::string::npos;
-          doc.add(rows);
+          const std::string r = rows(shape, bits, config);
+          failed = failed || r.find("| failed: ") != std::string::npos;
+          doc.add(r);
         } catch (const std::exception& e) {
           failed = true;
-          doc.add(fmt::format("| {} | {} | | failed: {} |||||||||\n", shape, bits, e.what()));
+          doc.add(fmt::format("| {} | {} | failed: {} |\n", shape, bits, e.what()));
         }
       }
-    doc.add(concurrency_notes(plan));
+    doc.add(notes);
     return failed ? 1 : 0;
+  };
+  if (args.prefix_session > 0) {
+    PrefixPlan plan;
+    plan.system = args.prefix_session;
+    return table(prefix_table_header(plan), prefix_notes(plan), [&](const std::string& shape, int bits, const Json& config) {
+      return bench_prefix(shape, config, bits, s.settings, plan);
+    });
+  }
+  if (!args.concurrency.empty()) {
+    ConcurrencyPlan plan;
+    plan.levels = args.concurrency;
+    if (!args.prompts.empty()) plan.prompt = args.prompts.front();
+    if (args.decode > 0) plan.tokens = args.decode;
+    return table(concurrency_table_header(), concurrency_notes(plan),
+                 [&](const std::string& shape, int bits, const Json& config) {
+                   return bench_concurrency(shape, config, bits, s.settings, plan, device.peak_bandwidth);
+                 });
   }
   doc.add(head + "\n\n" + table_header(s));
 

@@ -113,6 +113,8 @@ struct BenchArgs {
   // Concurrent requests per run (e.g. 1,4,16,64): the concurrency table instead of the usual one,
   // with --prompt's first length (default 512) and --decode tokens (default 128) per request.
   std::vector<int64_t> concurrency;
+  // A system prompt of this many tokens: the prefix-cache table (cli/bench_prefix.h) instead.
+  int64_t prefix_session = 0;
   std::string output;        // also write the markdown here
   std::string command_line;  // printed above the table
 };

@@ -213,6 +213,11 @@ int main(int argc, char** argv) {
                     "--decode tokens, default 128, per request)")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
+  bench_cmd
+      ->add_option("--prefix-session", bench.prefix_session,
+                   "A system prompt of N tokens: time to first token cold, warm from the prefix cache's device "
+                   "and host tiers, and over a five-turn session, instead of the usual table")
+      ->check(CLI::Range(int64_t{513}, int64_t{1} << 20));
   bench_cmd->add_option("--output,-o", bench.output, "Also write the markdown to this file");
 
   try {

@@ -152,6 +152,34 @@ TEST(BenchCli, LayersOverrideIsShownInTheModelColumn) {
   EXPECT_EQ(t.rows[0][0], "tiny-hybrid (2 of 4 layers)");
 }
 
+// --prefix-session: a row per shape and width whose cells are times with the prompt tokens the
+// prefix cache served: none cold, the system prompt's whole chunks warm from either tier and on
+// every turn after the first (a 1,100-token system prompt: two chunks of 512).
+TEST(BenchCli, PrefixSessionReportsColdAndWarmFirstTokens) {
+  const CliResult r = strata_cli("bench --device cpu --shape tiny-hybrid,tiny-dense --bits 4 --prefix-session 1100",
+                                 /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const Table t = parse_table(r.out);
+  ASSERT_EQ(t.header.size(), 11u) << r.out;
+  EXPECT_EQ(t.header[3], "cold");
+  ASSERT_EQ(t.rows.size(), 2u) << r.out;
+  for (const std::vector<std::string>& row : t.rows) {
+    ASSERT_EQ(row.size(), 11u) << r.out;
+    auto cached = [](const std::string& cell) {
+      const size_t open = cell.find('('), close = cell.find(')');
+      return cell.substr(open + 1, close - open - 1);
+    };
+    EXPECT_EQ(row[2], "1100");
+    EXPECT_EQ(cached(row[3]), "0") << row[3];
+    EXPECT_EQ(cached(row[4]), "1024") << row[4];
+    EXPECT_EQ(cached(row[5]), "1024") << row[5];
+    EXPECT_EQ(row[5].find("not from host"), std::string::npos) << row[5];
+    EXPECT_EQ(cached(row[6]), "0") << row[6];
+    for (size_t turn = 7; turn < 11; ++turn) EXPECT_EQ(cached(row[turn]), "1024") << row[turn];
+    EXPECT_GT(number(row[3].substr(0, row[3].find(' '))), 0.0);
+  }
+}
+
 TEST(BenchCli, RejectsUnknownShapesAndWidths) {
   const CliResult shape = strata_cli("bench --device cpu --shape qwen9 --quick");
   EXPECT_EQ(shape.exit_code, 1);
