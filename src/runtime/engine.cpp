@@ -609,7 +609,9 @@ void Engine::resume_swapped() {
   for (auto& a : running_) {
     if (!a->swapped || a->done) continue;
     try {
-      if (!pool_.swap_in(a->slot)) break;  // the oldest first
+      bool in = pool_.swap_in(a->slot);
+      while (!in && cache_.evict()) in = pool_.swap_in(a->slot);  // cached prefixes give way first
+      if (!in) break;  // the oldest first
     } catch (...) {
       fail(*a, std::current_exception());
       continue;

@@ -253,6 +253,43 @@ TEST_P(BatchExactness, CachedPrefixesUnderPreemptionGiveTheColdTokens) {
   EXPECT_EQ(s.swapped, 0);
 }
 
+// A preempted request waiting for blocks that cached prefixes hold: they give way, and it resumes.
+// Two requests prefill side by side in blocks for one context; the newer is swapped out when the
+// older needs a block, and the older goes on to cache prefixes up to 72 tokens (9 of the 12
+// blocks), more than the newer can do without when it comes back.
+TEST_P(BatchExactness, CachedPrefixesGiveWayToAPreemptedRequest) {
+  Engine cold(load(), options(1));
+  EngineOptions o = options(2);
+  o.step_tokens = 16;  // both prompts' chunks in a step
+  o.kv_block_tokens = 8;
+  o.kv_blocks = 12;  // one context of 96 tokens
+  o.prefix_cache = 8;
+  Engine warm(load(), o);
+  const int64_t V = cold.model().config().vocab_size;
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 2; ++i) {
+    GenerationRequest r = test::nth_request(base(), V, 3 * i);
+    r.prompt.clear();
+    for (int k = 0; k < (i == 0 ? 80 : 40); ++k) r.prompt.push_back(static_cast<int32_t>((i * 17 + k * 5 + 1) % V));
+    r.max_tokens = i == 0 ? 10 : 12;
+    requests.push_back(r);
+  }
+  std::vector<std::shared_ptr<test::Recorder>> works;
+  for (const GenerationRequest& r : requests) {
+    works.push_back(recorder_for(r));
+    warm.add(works.back());
+  }
+  for (int steps = 0; !warm.idle(); ++steps) {
+    warm.step();
+    ASSERT_LT(steps, 2000) << "the engine does not finish";
+  }
+  for (size_t i = 0; i < works.size(); ++i) {
+    ASSERT_TRUE(works[i]->result) << i << ": " << works[i]->error;
+    EXPECT_EQ(works[i]->result->tokens, run_alone(cold, requests[i]).tokens) << "request " << i;
+  }
+  EXPECT_GT(warm.stats().preemptions, 0u);
+}
+
 TEST_P(BatchExactness, CancellationsLeaveTheOthersExact) {
   Engine solo(load(), options(1));
   Engine batch(load(), options(3));
