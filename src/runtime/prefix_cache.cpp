@@ -84,17 +84,12 @@ int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, bool* fro
   // used first, so that demotions making room on the host drop other entries before it.
   entries_[by_key_.at(best)].used = ++clock_;
   const auto length = static_cast<int64_t>(entries_[by_key_.at(best)].tokens.size());
-  auto make_room = [&] {
-    const size_t lru = least_used(false);
-    if (lru == entries_.size()) return false;
-    demote(lru);
-    return by_key_.count(best) > 0;  // (a tiny host budget may have dropped it)
-  };
-  if (static_cast<int64_t>(entries_.size() - static_cast<size_t>(host_entries_)) >= capacity_ &&
-      !make_room())
-    return 0;
+  if (static_cast<int64_t>(entries_.size() - static_cast<size_t>(host_entries_)) >= capacity_) {
+    demote(least_used(false));  // room in the device tier
+    if (by_key_.count(best) == 0) return 0;  // (a tiny host budget dropped it)
+  }
   while (!pool_.reserve(slot, length))
-    if (!make_room()) return 0;  // no blocks to be had, or the entry is gone: a cold start
+    if (!evict() || by_key_.count(best) == 0) return 0;  // no blocks to be had, or it is gone
   Entry& e = entries_[by_key_.at(best)];
   pool_.load_blocks(seq.state().blocks, length, e.host_kv.data());
   const uint8_t* src = e.host_recurrent.data();
@@ -149,9 +144,15 @@ void PrefixCache::record(int slot) {
 }
 
 bool PrefixCache::evict() {
-  const size_t lru = least_used(false);
-  if (lru == entries_.size()) return false;
-  demote(lru);
+  size_t best = entries_.size();
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    if (e.on_host || (best < entries_.size() && entries_[best].used <= e.used)) continue;
+    if (std::any_of(e.blocks.begin(), e.blocks.end(), [&](int32_t b) { return pool_.keepers(b) == 1; }))
+      best = i;
+  }
+  if (best == entries_.size()) return false;
+  demote(best);
   return true;
 }
 

@@ -15,7 +15,8 @@
 //
 // Two tiers. Device entries hold their blocks and a device copy of the recurrent state; at most
 // `entries` of them. When that many are cached, or when the pool needs blocks (before any running
-// request is preempted), the least recently used device entry moves to host memory: its KV rows
+// request is preempted; then only entries that alone keep a block, as others would free none),
+// the least recently used device entry moves to host memory: its KV rows
 // and recurrent state as bytes, within `host_bytes` (the least recently used host entries are
 // dropped to make room; 0: entries are dropped instead). A hit on a host entry takes fresh blocks,
 // copies the bytes in, and moves the entry back to the device tier.
@@ -54,8 +55,9 @@ class PrefixCache {
   // Records the slot's sequence's state if its length is a whole number of chunks and that prefix
   // is not cached yet.
   void record(int slot);
-  // Gives up the least recently used device entry's blocks (it moves to host memory, or is
-  // dropped); false when no entry holds blocks.
+  // Gives up the blocks of the least recently used device entry that alone keeps one of them (it
+  // moves to host memory, or is dropped); false when no entry would free a block (entries whose
+  // blocks running sequences share stay).
   bool evict();
 
  private:

@@ -64,6 +64,7 @@ class StatePool {
   void share(int slot, std::span<const int32_t> blocks);
   void hold(std::span<const int32_t> blocks);     // one more keeper of each (the prefix cache)
   void let_go(std::span<const int32_t> blocks);  // one keeper fewer
+  int32_t keepers(int32_t block) const { return refs_.at(static_cast<size_t>(block)); }
   // The KV rows of the first `tokens` tokens whose blocks are `blocks` (in token order), as
   // Sequence::save_kv lays them out, and back.
   size_t kv_bytes(int64_t tokens) const;
