@@ -49,16 +49,17 @@ void require_kv_blocks(const char* op, const KvBlocks& blocks, const Tensor& cac
         ErrorKind::kInternal, "op {}: block table {} of {}-token blocks for a pool of {} rows", op,
         blocks.table.shape.str(), b, cache.dim(0));
 }
-// The cache rows of a sequence's tokens (the CPU path), each checked to lie in the sequence's
-// capacity and the cache. `rows` is the caller's grow-only scratch.
-std::span<const int32_t> cache_rows(std::span<const int32_t> tokens, const KvBlocks& blocks,
-                                    const Tensor& cache, std::vector<int32_t>& rows) {
-  rows.resize(tokens.size());
+// The cache rows of n tokens of a sequence, token(i) the i-th (the CPU path), each checked to lie
+// in the sequence's capacity and the cache. `rows` is the caller's grow-only scratch.
+template <typename Token>
+std::span<const int32_t> cache_rows(size_t n, Token token, const KvBlocks& blocks, const Tensor& cache,
+                                    std::vector<int32_t>& rows) {
+  rows.resize(n);
   const int64_t capacity = blocks.capacity(cache), b = blocks.block_tokens;
   const std::span<const int32_t> table =
       blocks.paged() ? host_ints(blocks.table) : std::span<const int32_t>{};
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const int64_t t = tokens[i];
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t t = token(i);
     check(t >= 0 && t < capacity, ErrorKind::kInternal, "token {} of a sequence of capacity {}", t,
           capacity);
     const int64_t row = blocks.paged() ? int64_t{table[static_cast<size_t>(t / b)]} * b + t % b : t;
@@ -205,8 +206,10 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
                        cuda::qk_norm_rope_store(q, k, v, norm, rope_params, positions, q_out, gate_out, k_cache,
                                                 v_cache, blocks));
   static thread_local std::vector<int32_t> scratch;  // grow-only
-  const std::span<const int32_t> rows = cache_rows(host_ints(positions), blocks, k_cache, scratch);
-  cpu::qk_norm_rope_store(q, k, v, norm, rope_params, host_ints(positions), rows, q_out, gate_out, k_cache,
+  const std::span<const int32_t> pos = host_ints(positions);
+  const std::span<const int32_t> rows =
+      cache_rows(pos.size(), [&](size_t i) { return int64_t{pos[i]}; }, blocks, k_cache, scratch);
+  cpu::qk_norm_rope_store(q, k, v, norm, rope_params, pos, rows, q_out, gate_out, k_cache,
                           v_cache);
 }
 
@@ -228,13 +231,12 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
     check(pos[t] >= 0 && pos[t] < kv_bound && (t == 0 || pos[t] > pos[t - 1]), ErrorKind::kInternal,
           "attention: position {} of query {} (bound {})", pos[t], t, kv_bound);
   // The rows of every token a query may read: positions [0, last] of the sequence.
-  static thread_local std::vector<int32_t> keys, scratch;  // grow-only, to a whole capacity at once
+  static thread_local std::vector<int32_t> scratch;  // grow-only, to a whole capacity at once
   const auto capacity = static_cast<size_t>(blocks.capacity(k_cache));
-  keys.reserve(capacity);
   scratch.reserve(capacity);
-  keys.resize(pos.empty() ? 0 : static_cast<size_t>(pos.back()) + 1);
-  for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<int32_t>(i);
-  cpu::attention(q, k_cache, v_cache, pos, cache_rows(keys, blocks, k_cache, scratch),
+  const size_t keys = pos.empty() ? 0 : static_cast<size_t>(pos.back()) + 1;
+  cpu::attention(q, k_cache, v_cache, pos,
+                 cache_rows(keys, [](size_t i) { return static_cast<int64_t>(i); }, blocks, k_cache, scratch),
                  static_cast<int64_t>(capacity), scale, window, out);
 }
 

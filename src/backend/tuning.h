@@ -37,6 +37,18 @@ inline Tuning current_tuning;
 inline void set_tuning(const Tuning& tuning) { detail::current_tuning = tuning; }
 inline const Tuning& tuning() { return detail::current_tuning; }
 
+// Sets a tuning for a scope (a test's) and puts the one before back at its end, however it ends.
+class ScopedTuning {
+ public:
+  explicit ScopedTuning(const Tuning& tuning) : saved_(backend::tuning()) { set_tuning(tuning); }
+  ~ScopedTuning() { set_tuning(saved_); }
+  ScopedTuning(const ScopedTuning&) = delete;
+  ScopedTuning& operator=(const ScopedTuning&) = delete;
+
+ private:
+  Tuning saved_;
+};
+
 // The settings' cuda_pdl, cuda_gemv, gemv_row_warps, gdn_split, cuda_feeds and batch_invariant.
 Tuning tuning_from(const Settings& settings);
 

@@ -237,8 +237,7 @@ void Engine::publish() {
   stats_.slots_free = pool_.free_slots();
   stats_.kv_blocks = pool_.kv_blocks();
   stats_.kv_blocks_free = pool_.free_kv_blocks();
-  stats_.swapped =
-      std::count_if(running_.begin(), running_.end(), [](const auto& a) { return a->swapped && !a->done; });
+  stats_.swapped = swapped_now();
   stats_.prefix_entries = cache_.entries() - cache_.host_entries();
   stats_.prefix_host_entries = cache_.host_entries();
   stats_.prefix_host_bytes = cache_.host_bytes();
@@ -601,8 +600,11 @@ void Engine::preempt(Active& a) {
   pool_.swap_out(a.slot);
   a.swapped = true;
   ++stats_.preemptions;
-  stats_.swapped = std::count_if(running_.begin(), running_.end(),
-                                 [](const auto& r) { return r->swapped && !r->done; });
+  stats_.swapped = swapped_now();
+}
+
+int64_t Engine::swapped_now() const {
+  return std::count_if(running_.begin(), running_.end(), [](const auto& a) { return a->swapped && !a->done; });
 }
 
 void Engine::resume_swapped() {
@@ -619,8 +621,7 @@ void Engine::resume_swapped() {
     a->swapped = false;
     ++stats_.resumptions;
   }
-  stats_.swapped = std::count_if(running_.begin(), running_.end(),
-                                 [](const auto& r) { return r->swapped && !r->done; });
+  stats_.swapped = swapped_now();
 }
 
 void Engine::queue_pick(Active& a, int s) {

@@ -212,6 +212,7 @@ class Engine {
   bool room(Active& a, int64_t tokens);
   void preempt(Active& a);
   void resume_swapped();  // oldest first, while blocks allow
+  int64_t swapped_now() const;  // running requests swapped out
   void queue_pick(Active& a, int s);
   int32_t await_pick(Active& a, int s);
   int32_t host_pick(Active& a);

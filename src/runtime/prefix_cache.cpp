@@ -45,10 +45,14 @@ std::vector<backend::Buffer> PrefixCache::device_copies(const Sequence& seq) {
   return copies;
 }
 
-void PrefixCache::copy_recurrent(const Sequence& seq, const std::vector<backend::Buffer>& to) const {
+void PrefixCache::copy_recurrent(const Sequence& seq, const std::vector<backend::Buffer>& copies,
+                                 bool to_copies) const {
   size_t i = 0;
-  for (const model::StateBuffer& b : seq.state().buffers)
-    if (!b.token_indexed) backend::copy(b.tensor.view(), to[i++].view());
+  for (const model::StateBuffer& b : seq.state().buffers) {
+    if (b.token_indexed) continue;
+    const Tensor& copy = copies[i++].view();
+    backend::copy(to_copies ? b.tensor.view() : copy, to_copies ? copy : b.tensor.view());
+  }
 }
 
 int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, bool* from_host) {
@@ -72,9 +76,7 @@ int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, bool* fro
   if (!entries_[by_key_.at(best)].on_host) {
     Entry& e = entries_[by_key_.at(best)];
     pool_.share(slot, e.blocks);
-    size_t i = 0;
-    for (const model::StateBuffer& b : seq.state().buffers)
-      if (!b.token_indexed) backend::copy(e.recurrent[i++].view(), b.tensor.view());
+    copy_recurrent(seq, e.recurrent, /*to_copies=*/false);
     seq.assume(e.tokens);
     e.used = ++clock_;
     return static_cast<int64_t>(e.tokens.size());
@@ -103,7 +105,7 @@ int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, bool* fro
   e.blocks.assign(seq.state().blocks.begin(), seq.state().blocks.begin() + length / pool_.block_tokens());
   pool_.hold(e.blocks);
   e.recurrent = device_copies(seq);
-  copy_recurrent(seq, e.recurrent);
+  copy_recurrent(seq, e.recurrent, /*to_copies=*/true);
   host_used_ -= e.host_kv.size() + e.host_recurrent.size();
   --host_entries_;
   e.host_kv = {};
@@ -136,7 +138,7 @@ void PrefixCache::record(int slot) {
   const std::vector<int32_t>& blocks = seq.state().blocks;
   e.blocks.assign(blocks.begin(), blocks.begin() + n / pool_.block_tokens());
   e.recurrent = device_copies(seq);
-  copy_recurrent(seq, e.recurrent);
+  copy_recurrent(seq, e.recurrent, /*to_copies=*/true);
   pool_.hold(e.blocks);
   e.used = ++clock_;
   by_key_[key] = entries_.size();

@@ -77,7 +77,8 @@ class PrefixCache {
   size_t least_used(bool on_host) const;
   void demote(size_t index);
   std::vector<backend::Buffer> device_copies(const Sequence& seq);
-  void copy_recurrent(const Sequence& seq, const std::vector<backend::Buffer>& to) const;
+  // seq's recurrent buffers into `copies` (to_copies), or back.
+  void copy_recurrent(const Sequence& seq, const std::vector<backend::Buffer>& copies, bool to_copies) const;
 
   StatePool& pool_;
   int64_t capacity_ = 0;  // device entries

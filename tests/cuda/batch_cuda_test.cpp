@@ -105,13 +105,9 @@ TEST_P(CudaBatchExactness, TooFewKvBlocksPreemptAndResumeExactly) {
 TEST_P(CudaBatchExactness, NotInvariantBatchesRunWideAndComplete) {
   const std::string name = GetParam();
   if (name != "q4_dense" && name != "q4_hybrid") GTEST_SKIP() << "batches of 8 at most";
-  struct Restore {
-    backend::Tuning saved = backend::tuning();
-    ~Restore() { backend::set_tuning(saved); }
-  } restore;
-  backend::Tuning t = restore.saved;
+  backend::Tuning t = backend::tuning();
   t.batch_invariant = false;
-  backend::set_tuning(t);
+  const backend::ScopedTuning scope(t);
   runtime::Engine solo(load(), options(1));
   runtime::Engine batch(load(), options(32));
   const std::vector<int32_t> base = test::load_golden("llama").prompt;

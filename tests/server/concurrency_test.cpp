@@ -57,21 +57,33 @@ ClientRun stream_one(int port, const Json& body) {
   return run;
 }
 
+// Each client's answer alone, one after another.
+std::vector<std::string> solo_answers(int port, int clients) {
+  std::vector<std::string> solo;
+  for (int i = 0; i < clients; ++i) solo.push_back(stream_one(port, request_body(i)).content);
+  return solo;
+}
+
+// Every client at once, each on its own thread.
+std::vector<ClientRun> stream_together(int port, int clients) {
+  std::vector<ClientRun> together(static_cast<size_t>(clients));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i)
+    threads.emplace_back([&, i] { together[static_cast<size_t>(i)] = stream_one(port, request_body(i)); });
+  for (std::thread& t : threads) t.join();
+  return together;
+}
+
 TEST(ServerConcurrency, ClientsArrivingTogetherRunTogetherAndGetTheirSoloAnswers) {
   constexpr int kClients = 8;
   model::SyntheticCheckpoint weights;
   test::TestServer s(hybrid_with_qwen3_vocab(weights), {},
                      runtime::EngineOptions{.context_size = 256, .parallel = kClients});
-  std::vector<std::string> solo;
-  for (int i = 0; i < kClients; ++i) solo.push_back(stream_one(s.port(), request_body(i)).content);
+  const std::vector<std::string> solo = solo_answers(s.port(), kClients);
   const Json before = s.health()["engine"];
   EXPECT_EQ(before["parallel"], kClients);
 
-  std::vector<ClientRun> together(kClients);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kClients; ++i)
-    clients.emplace_back([&, i] { together[i] = stream_one(s.port(), request_body(i)); });
-  for (std::thread& t : clients) t.join();
+  const std::vector<ClientRun> together = stream_together(s.port(), kClients);
 
   for (int i = 0; i < kClients; ++i) EXPECT_EQ(together[i].content, solo[i]) << "client " << i;
   // One at a time, the last client's first token would come after seven whole answers; together,
@@ -99,13 +111,8 @@ TEST(ServerConcurrency, ClientsBeyondTheKvBlocksArePreemptedAndGetTheirSoloAnswe
                                             .parallel = kClients,
                                             .kv_blocks = 16,
                                             .kv_block_tokens = 16});
-  std::vector<std::string> solo;
-  for (int i = 0; i < kClients; ++i) solo.push_back(stream_one(s.port(), request_body(i)).content);
-  std::vector<ClientRun> together(kClients);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kClients; ++i)
-    clients.emplace_back([&, i] { together[i] = stream_one(s.port(), request_body(i)); });
-  for (std::thread& t : clients) t.join();
+  const std::vector<std::string> solo = solo_answers(s.port(), kClients);
+  const std::vector<ClientRun> together = stream_together(s.port(), kClients);
   for (int i = 0; i < kClients; ++i) EXPECT_EQ(together[i].content, solo[i]) << "client " << i;
   const Json engine = s.health()["engine"];
   EXPECT_GT(engine["preemptions"].get<int64_t>(), 0) << engine.dump();

@@ -128,13 +128,9 @@ TEST_F(GemvTcRows, EveryBatchSizeUpToSixtyFour) {
 // larger ones take the prefill GEMM (bf16 activations): close to each row alone, not bit for bit;
 // and a model may still batch 64 sequences.
 TEST_F(GemvTcRows, NotInvariantLargeBatchesTakeTheGemm) {
-  struct Restore {
-    backend::Tuning saved = backend::tuning();
-    ~Restore() { backend::set_tuning(saved); }
-  } restore;
-  backend::Tuning t = restore.saved;
+  backend::Tuning t = backend::tuning();
   t.batch_invariant = false;
-  backend::set_tuning(t);
+  const backend::ScopedTuning scope(t);
   TestWeight tw;
   make_weight(tw, 1000, 2048, 4, 64, DType::kBF16, 9);
   const backend::Weight* ws[] = {&tw.dev};
