@@ -2,6 +2,7 @@
 // load, group size 64 (MLX's default); the default model.
 #include "cli/model_loading.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "backend/memory.h"
@@ -34,7 +35,19 @@ runtime::EngineOptions engine_options(const Settings& settings, int64_t context_
   options.step_tokens = settings.step_tokens;
   options.prefix_cache = settings.prefix_cache;
   options.prefix_cache_host_bytes = static_cast<size_t>(settings.prefix_cache_host_mib) << 20;
+  options.prefix_cache_disk_bytes = static_cast<uint64_t>(settings.prefix_cache_disk_mib) << 20;
+  if (options.prefix_cache_disk_bytes > 0) options.state_dir = state_root(settings);
   return options;
+}
+
+std::filesystem::path state_root(const Settings& settings) {
+  namespace fs = std::filesystem;
+  if (!settings.state_dir.empty()) return settings.state_dir;
+  if (const char* d = std::getenv("STRATA_DATA_DIR"); d != nullptr && *d != '\0') return fs::path(d) / "state";
+  if (const char* d = std::getenv("XDG_DATA_HOME"); d != nullptr && *d != '\0')
+    return fs::path(d) / "strata" / "state";
+  const char* home = std::getenv("HOME");
+  return fs::path(home != nullptr && *home != '\0' ? home : ".") / ".local" / "share" / "strata" / "state";
 }
 
 int64_t context_size(const Settings& settings) {

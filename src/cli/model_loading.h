@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "core/settings.h"
@@ -17,6 +18,10 @@ model::LoadOptions load_options(const Settings& settings, const std::string& qua
 
 // A context of `context_size` tokens and the settings' run_ahead (off: never; on: on a GPU).
 runtime::EngineOptions engine_options(const Settings& settings, int64_t context_size);
+
+// The root of the prefix cache's disk tier: the state_dir setting, else $STRATA_DATA_DIR/state,
+// else $XDG_DATA_HOME/strata/state, else ~/.local/share/strata/state.
+std::filesystem::path state_root(const Settings& settings);
 
 // The context of generate, info and chat: the ctx_size setting, else 4096.
 int64_t context_size(const Settings& settings);

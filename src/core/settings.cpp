@@ -95,6 +95,23 @@ const std::vector<SettingSpec>& table() {
                "needed); a hit there moves the prefix back (0: such prefixes are dropped)",
        .min = 0,
        .field = &Settings::prefix_cache_host_mib},
+      {.name = "prefix_cache_disk_mib",
+       .type = SettingType::kInt,
+       .flag = "--prefix-cache-disk",
+       .env = "STRATA_PREFIX_CACHE_DISK",
+       .help = "MiB of disk for cached prompt prefixes, kept in state_dir across restarts: each "
+               "prompt's longest cached prefix is written there, and prefixes dropped from host "
+               "memory move there; the least recently used files go first (0: no disk tier)",
+       .min = 0,
+       .field = &Settings::prefix_cache_disk_mib},
+      {.name = "state_dir",
+       .type = SettingType::kString,
+       .flag = "--state-dir",
+       .env = "STRATA_STATE_DIR",
+       .help = "Directory of the prefix cache's disk tier, one subdirectory per model and state "
+               "layout (\"\": $STRATA_DATA_DIR/state, else $XDG_DATA_HOME/strata/state, else "
+               "~/.local/share/strata/state)",
+       .field = &Settings::state_dir},
       {.name = "state_budget_mib",
        .type = SettingType::kInt,
        .flag = "--state-budget",

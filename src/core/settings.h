@@ -37,6 +37,8 @@ struct Settings {
   int64_t kv_blocks = 0;         // runtime::EngineOptions::kv_blocks; 0: what state_budget_mib holds
   int64_t prefix_cache = 32;     // runtime::EngineOptions::prefix_cache (entries; 0: off)
   int64_t prefix_cache_host_mib = 1024;  // EngineOptions::prefix_cache_host_bytes, in MiB
+  int64_t prefix_cache_disk_mib = 8192;  // EngineOptions::prefix_cache_disk_bytes, in MiB (0: off)
+  std::string state_dir;                 // the disk tier's root; "": runtime::default_state_root()
   // How a model runs: switches to compare against (model::LoadOptions, runtime::EngineOptions).
   bool cuda_graphs = true;
   bool moe_fold_shared = true;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <deque>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,11 @@ struct EngineOptions {
   // memory (0: off), and host memory for those moved out of it (0: they are dropped).
   int64_t prefix_cache = 0;
   size_t prefix_cache_host_bytes = 0;
+  // The disk tier (runtime/state_store.h): a root directory (empty: off) holding a directory per
+  // model and state layout, at most this many bytes of files. Each prompt's longest cached prefix
+  // is written there, and prefixes dropped from host memory move there; they survive restarts.
+  std::filesystem::path state_dir;
+  uint64_t prefix_cache_disk_bytes = 0;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };

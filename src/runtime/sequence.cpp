@@ -7,14 +7,11 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "runtime/state_format.h"
 
 namespace strata::runtime {
 
 namespace {
-
-constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'S', 'T'};
-constexpr uint32_t kVersion = 1;
-constexpr size_t kChecksumBytes = 32;
 
 // Calls f with each run of contiguous rows that holds the part of a buffer a state of n_tokens
 // uses, in token order: a recurrent buffer whole; a token-indexed buffer's first n_tokens rows (a
@@ -41,69 +38,6 @@ size_t stored_bytes(const model::StateBuffer& b, int64_t n_tokens) {
   const Tensor& t = b.tensor.view();
   return b.token_indexed ? t.rows(0, 1).nbytes() * static_cast<size_t>(n_tokens) : t.nbytes();
 }
-
-// The shape a buffer has in a serialized state: a paged buffer's as if it were the state's own.
-Shape stored_shape(const model::ModelState& state, const model::StateBuffer& b) {
-  Shape shape = b.tensor.shape();
-  if (b.token_indexed && state.paged()) shape[0] = state.capacity;
-  return shape;
-}
-
-class Writer {
- public:
-  template <typename T>
-  void put(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    out_.insert(out_.end(), p, p + sizeof(T));
-  }
-  void put_bytes(const void* data, size_t n) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    out_.insert(out_.end(), p, p + n);
-  }
-  // The bytes of t, wherever it lives.
-  void put_tensor(const Tensor& t) {
-    const size_t at = out_.size();
-    out_.resize(at + t.nbytes());
-    backend::copy_to_host(t, out_.data() + at);
-  }
-  void put_string(const std::string& s) {
-    put(static_cast<uint32_t>(s.size()));
-    put_bytes(s.data(), s.size());
-  }
-  void reserve(size_t n) { out_.reserve(n); }
-  std::vector<uint8_t>& bytes() { return out_; }
-
- private:
-  std::vector<uint8_t> out_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const uint8_t> in) : in_(in) {}
-  template <typename T>
-  T get(const char* what) {
-    T v;
-    std::memcpy(&v, take(sizeof(T), what), sizeof(T));
-    return v;
-  }
-  const uint8_t* take(size_t n, const char* what) {
-    check(n <= in_.size() - pos_, ErrorKind::kInvalidInput, "state: truncated while reading {}", what);
-    const uint8_t* p = in_.data() + pos_;
-    pos_ += n;
-    return p;
-  }
-  std::string get_string(const char* what) {
-    const auto n = get<uint32_t>(what);
-    check(n <= 4096, ErrorKind::kInvalidInput, "state: {} of {} bytes is implausible", what, n);
-    const uint8_t* p = take(n, what);
-    return std::string(reinterpret_cast<const char*>(p), n);
-  }
-  bool done() const { return pos_ == in_.size(); }
-
- private:
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
-};
 
 }  // namespace
 
@@ -224,90 +158,45 @@ void Sequence::load_kv(const model::ModelState& state, int64_t n, const uint8_t*
 
 std::vector<uint8_t> Sequence::serialize() const {
   check(!pending_, ErrorKind::kInternal, "a pending token's id is still unknown");
-  Writer w;
-  size_t total = 64 + fingerprint_.size() + tokens_.size() * sizeof(int32_t) + kChecksumBytes;
-  for (const auto& b : state_.buffers) total += 64 + b.name.size() + stored_bytes(b, n_tokens());
-  w.reserve(total);
-  w.put_bytes(kMagic, sizeof(kMagic));
-  w.put(kVersion);
-  w.put_string(fingerprint_);
-  w.put(n_tokens());
-  w.put_bytes(tokens_.data(), tokens_.size() * sizeof(int32_t));
-  w.put(static_cast<uint32_t>(state_.buffers.size()));
-  for (const auto& b : state_.buffers) {
-    const Shape shape = stored_shape(state_, b);
-    w.put_string(b.name);
-    w.put(static_cast<uint8_t>(b.tensor.dtype()));
-    w.put(static_cast<uint8_t>(b.token_indexed));
-    w.put(static_cast<uint8_t>(shape.rank()));
-    w.put(static_cast<uint8_t>(0));
-    for (int i = 0; i < shape.rank(); ++i) w.put(shape[i]);
-    const size_t n = stored_bytes(b, n_tokens());
-    w.put(static_cast<uint64_t>(n));
-    for_stored_parts(state_, b, n_tokens(), [&](const Tensor& part) { w.put_tensor(part); });
+  const std::vector<StateSection> sections = state_sections(state_, n_tokens());
+  std::vector<uint8_t> out;
+  out.reserve(state_format_bytes(fingerprint_, sections, n_tokens()));
+  StateWriter w([&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); });
+  w.begin(fingerprint_, tokens_, sections.size());
+  for (size_t i = 0; i < sections.size(); ++i) {
+    w.section(sections[i]);
+    for_stored_parts(state_, state_.buffers[i], n_tokens(), [&](const Tensor& part) { w.data(part); });
   }
-  Hasher h;
-  h.update(w.bytes().data(), w.bytes().size());
-  const std::string sum = h.hex_digest();
-  w.put_bytes(sum.data(), sum.size());
-  return std::move(w.bytes());
+  w.finish();
+  return out;
 }
 
 void Sequence::deserialize(std::span<const uint8_t> bytes) {
-  check(bytes.size() >= sizeof(kMagic) + kChecksumBytes && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0,
-        ErrorKind::kInvalidInput, "not a strata state (bad magic)");
-  const std::span<const uint8_t> body = bytes.first(bytes.size() - kChecksumBytes);
-  Hasher h;
-  h.update(body.data(), body.size());
-  check(std::memcmp(h.hex_digest().data(), bytes.data() + body.size(), kChecksumBytes) == 0,
-        ErrorKind::kInvalidInput, "state is corrupted (checksum mismatch)");
-  Reader r(body);
-  r.take(sizeof(kMagic), "magic");
-  const auto version = r.get<uint32_t>("version");
-  check(version == kVersion, ErrorKind::kUnsupported, "state version {} is not supported (this build reads {})",
-        version, kVersion);
-  const std::string fp = r.get_string("fingerprint");
-  check(fp == fingerprint_, ErrorKind::kInvalidInput,
-        "state was saved by a different model (fingerprint {}, this model {})", fp, fingerprint_);
-  const auto n = r.get<int64_t>("token count");
-  check(n >= 0 && n <= capacity(), ErrorKind::kInvalidInput, "state holds {} tokens; this sequence's capacity is {}",
-        n, capacity());
-  const uint8_t* token_data = r.take(static_cast<size_t>(n) * sizeof(int32_t), "tokens");
-  const auto sections = r.get<uint32_t>("section count");
-  check(sections == state_.buffers.size(), ErrorKind::kInvalidInput, "state has {} sections; the model needs {}",
-        sections, state_.buffers.size());
-  // Validate every section before copying any, so a bad state leaves the sequence as it was.
-  std::vector<const uint8_t*> data(sections);
+  check_state_checksum(bytes);
+  size_t at = 0;
+  StateReader r([&](uint8_t* dst, size_t n) {
+    check(n <= bytes.size() - at, ErrorKind::kInvalidInput, "truncated");
+    std::memcpy(dst, bytes.data() + at, n);
+    at += n;
+  });
+  const StateHeader header = r.header(capacity());
+  check(header.fingerprint == fingerprint_, ErrorKind::kInvalidInput,
+        "state was saved by a different model (fingerprint {}, this model {})", header.fingerprint, fingerprint_);
+  const auto n = static_cast<int64_t>(header.tokens.size());
   check(n <= state_.rows_held(), ErrorKind::kInvalidInput,
         "state holds {} tokens; this sequence holds KV blocks for {}", n, state_.rows_held());
-  for (uint32_t i = 0; i < sections; ++i) {
-    const model::StateBuffer& b = state_.buffers[i];
-    const Tensor& t = b.tensor.view();
-    const Shape shape = stored_shape(state_, b);
-    const std::string name = r.get_string("section name");
-    check(name == b.name, ErrorKind::kInvalidInput, "state section {} is '{}'; expected '{}'", i, name, b.name);
-    const auto dtype = r.get<uint8_t>("dtype");
-    const auto token_indexed = r.get<uint8_t>("kind");
-    const auto rank = r.get<uint8_t>("rank");
-    r.get<uint8_t>("padding");
-    bool same = dtype == static_cast<uint8_t>(t.dtype) && token_indexed == static_cast<uint8_t>(b.token_indexed) &&
-                rank == shape.rank();
-    for (int d = 0; same && d < rank; ++d) {
-      const auto dim = r.get<int64_t>("shape");
-      same = (d == 0 && b.token_indexed) ? dim >= n : dim == shape[d];
-    }
-    check(same, ErrorKind::kInvalidInput,
-          "state section '{}' does not match this model's buffer ({} {}){}", name,
-          dtype_name(t.dtype), shape.str(),
-          b.token_indexed ? "; was it saved with another --kv-cache-type?" : "");
-    const auto nbytes = r.get<uint64_t>("section size");
-    check(nbytes == stored_bytes(b, n), ErrorKind::kInvalidInput, "state section '{}' has {} bytes; expected {}",
-          name, nbytes, stored_bytes(b, n));
-    data[i] = r.take(nbytes, "section data");
-  }
-  check(r.done(), ErrorKind::kInvalidInput, "state has trailing bytes");
-  for (uint32_t i = 0; i < sections; ++i) {
-    const uint8_t* src = data[i];
+  // Everything is read and checked before anything is copied, so a bad state leaves the sequence
+  // as it was.
+  const std::vector<StateSection> expected = state_sections(state_, n);
+  std::vector<std::vector<uint8_t>> data(expected.size());
+  r.sections(expected, [&](size_t i) {
+    data[i].resize(expected[i].bytes);
+    return data[i].data();
+  });
+  r.finish();
+  check(at == bytes.size(), ErrorKind::kInvalidInput, "state has trailing bytes");
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const uint8_t* src = data[i].data();
     for_stored_parts(state_, state_.buffers[i], n, [&](const Tensor& part) {
       backend::copy_from_host(src, part);
       src += part.nbytes();
@@ -315,8 +204,8 @@ void Sequence::deserialize(std::span<const uint8_t> bytes) {
   }
   rewind_to(0);
   state_.n_tokens = n;
-  tokens_.resize(static_cast<size_t>(n));
-  std::memcpy(tokens_.data(), token_data, static_cast<size_t>(n) * sizeof(int32_t));
+  tokens_ = header.tokens;
+  tokens_.reserve(static_cast<size_t>(capacity()));
 }
 
 Snapshot::Snapshot(const Sequence& seq) : fingerprint_(seq.fingerprint()) {
