@@ -48,5 +48,7 @@ function(strata_test_dir dir)
     STRATA_SHARED_FIXTURES_DEFAULT="${STRATA_SHARED_FIXTURES_DEFAULT}"
     STRATA_TEST_FIXTURES="${PROJECT_SOURCE_DIR}/tests/fixtures"
     STRATA_BINARY_DIR="${PROJECT_BINARY_DIR}")
-  gtest_discover_tests(test_${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${name})
+  # The processes tests start keep their prefix caches' files in the build tree, not the home.
+  gtest_discover_tests(test_${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${name}
+                       ENVIRONMENT "STRATA_DATA_DIR=${PROJECT_BINARY_DIR}/test-data")
 endfunction()

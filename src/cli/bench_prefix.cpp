@@ -4,8 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -47,13 +51,15 @@ std::vector<int32_t> tokens_of(int64_t seed, int64_t n, int64_t vocab) {
 struct Run {
   double ttft_ms = 0;
   int64_t cached = 0;
-  bool from_host = false;
+  runtime::CacheTier tier = runtime::CacheTier::kNone;
   std::vector<int32_t> answer;
 };
 
-Run run_one(runtime::Engine& engine, std::vector<int32_t> prompt, int64_t answer) {
+// One request alone; `starts`: where its messages after the first begin (as a chat's).
+Run run_one(runtime::Engine& engine, std::vector<int32_t> prompt, std::vector<int64_t> starts, int64_t answer) {
   auto w = std::make_shared<FirstTokenWork>();
   w->request.prompt = std::move(prompt);
+  w->request.boundaries = std::move(starts);
   w->request.max_tokens = answer;
   w->request.sampling.temperature = 0.0f;
   const Clock::time_point t0 = Clock::now();
@@ -61,7 +67,31 @@ Run run_one(runtime::Engine& engine, std::vector<int32_t> prompt, int64_t answer
   while (!engine.idle()) engine.step();
   check(w->error.empty() && !w->tokens.empty(), ErrorKind::kInternal, "bench: a request failed: {}", w->error);
   return {std::chrono::duration<double, std::milli>(w->first - t0).count(), w->result.cached_tokens,
-          w->result.cached_from_host, w->tokens};
+          w->result.cached_tier, w->tokens};
+}
+
+// What the server does after a chat answer while the user types (not timed): the conversation so
+// far and the next message's first token prefilled in the background, generating nothing.
+void prefill_ahead(runtime::Engine& engine, std::vector<int32_t> history, std::vector<int64_t> starts) {
+  starts.push_back(static_cast<int64_t>(history.size()));
+  history.push_back(history.back());
+  runtime::GenerationRequest r;
+  r.prompt = std::move(history);
+  r.boundaries = std::move(starts);
+  r.max_tokens = 0;
+  r.background = true;
+  (void)engine.generate(r);
+}
+
+// Asks the kernel to forget the cached pages of the files under dir (written and synced, so clean).
+void drop_from_page_cache(const std::filesystem::path& dir) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
 }
 
 std::string cell(const Run& r) { return fmt::format("{:.0f} ({})", r.ttft_ms, r.cached); }
@@ -69,8 +99,8 @@ std::string cell(const Run& r) { return fmt::format("{:.0f} ({})", r.ttft_ms, r.
 }  // namespace
 
 std::string prefix_table_header(const PrefixPlan& plan) {
-  std::string h = "| model | bits | system tokens | cold | warm, device | warm, host |";
-  std::string rule = "|---|---|---|---|---|---|";
+  std::string h = "| model | bits | system tokens | cold | warm, device | warm, host | disk, after a restart |";
+  std::string rule = "|---|---|---|---|---|---|---|";
   for (int t = 1; t <= plan.turns; ++t) {
     h += fmt::format(" turn {} |", t);
     rule += "---|";
@@ -82,10 +112,15 @@ std::string bench_prefix(const std::string& name, const Json& config, int bits, 
                          const PrefixPlan& plan) {
   const model::SyntheticCheckpoint ck = model::make_synthetic_checkpoint(config, {.bits = bits});
   const int64_t ctx = plan.system + plan.turns * (plan.user + plan.answer) + 1;
-  auto engine_with = [&](int64_t device_entries) {
+  // The disk tier's runs keep their files in a directory of their own, removed after.
+  const std::filesystem::path state_dir =
+      std::filesystem::temp_directory_path() / fmt::format("strata-bench-state-{}", ::getpid());
+  auto engine_with = [&](int64_t device_entries, bool disk = false) {
     runtime::EngineOptions o = engine_options(settings, ctx);
     o.prefix_cache = device_entries;
     o.prefix_cache_host_bytes = size_t{16} << 30;  // room for every prefix the runs leave
+    o.prefix_cache_disk_bytes = disk ? uint64_t{64} << 30 : 0;
+    o.state_dir = disk ? state_dir : std::filesystem::path();
     return std::make_unique<runtime::Engine>(
         model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), load_options(settings, "")), o);
   };
@@ -99,28 +134,48 @@ std::string bench_prefix(const std::string& name, const Json& config, int bits, 
     head.insert(head.end(), user.begin(), user.end());
     return head;
   };
-  (void)run_one(*engine, tokens_of(99, 64, vocab), 2);  // workspaces, cuBLAS, the first graphs
-  const Run cold = run_one(*engine, with(system, 2), plan.answer);
-  const Run warm = run_one(*engine, with(system, 3), plan.answer);
+  const std::vector<int64_t> user_start = {plan.system};  // the user's message after the system's
+  const std::vector<int64_t> none;
+  (void)run_one(*engine, tokens_of(99, 64, vocab), none, 2);  // workspaces, cuBLAS, the first graphs
+  const Run cold = run_one(*engine, with(system, 2), user_start, plan.answer);
+  const Run warm = run_one(*engine, with(system, 3), user_start, plan.answer);
   // The host tier: one device entry, pushed out by another prompt's.
   engine = engine_with(1);
-  (void)run_one(*engine, tokens_of(99, 64, vocab), 2);
-  (void)run_one(*engine, with(system, 2), 2);
-  (void)run_one(*engine, with(tokens_of(5, 2 * 512, vocab), 6), 2);
-  const Run host = run_one(*engine, with(system, 3), plan.answer);
-  // The session, on an engine that has seen nothing.
+  (void)run_one(*engine, tokens_of(99, 64, vocab), none, 2);
+  (void)run_one(*engine, with(system, 2), user_start, 2);
+  (void)run_one(*engine, with(tokens_of(5, 2 * 512, vocab), 6), {2 * 512}, 2);
+  const Run host = run_one(*engine, with(system, 3), user_start, plan.answer);
+  // The disk tier after a restart: the prompt's longest prefix is written as it runs; a new engine
+  // finds the file, out of the page cache too (so that it is read from the disk itself).
+  std::filesystem::remove_all(state_dir);
+  engine = engine_with(64, true);
+  (void)run_one(*engine, with(system, 2), user_start, 2);
+  engine.reset();  // (its writes land before it goes)
+  engine = engine_with(64, true);
+  drop_from_page_cache(state_dir);
+  (void)run_one(*engine, tokens_of(99, 64, vocab), none, 2);
+  const Run disk = run_one(*engine, with(system, 3), user_start, plan.answer);
+  engine.reset();
+  std::filesystem::remove_all(state_dir);
+  // The session, on an engine that has seen nothing: each turn a user message and the answer, and
+  // between turns the next one prefilled ahead as the server does.
   engine = engine_with(64);
-  (void)run_one(*engine, tokens_of(99, 64, vocab), 2);
+  (void)run_one(*engine, tokens_of(99, 64, vocab), none, 2);
   std::vector<int32_t> history = system;
+  std::vector<int64_t> starts;
   std::string turns;
   for (int t = 1; t <= plan.turns; ++t) {
+    starts.push_back(static_cast<int64_t>(history.size()));
     history = with(std::move(history), 10 + t);
-    const Run r = run_one(*engine, history, plan.answer);
+    const Run r = run_one(*engine, history, starts, plan.answer);
+    starts.push_back(static_cast<int64_t>(history.size()));
     history.insert(history.end(), r.answer.begin(), r.answer.end());
+    if (t < plan.turns) prefill_ahead(*engine, history, starts);
     turns += " " + cell(r) + " |";
   }
-  return fmt::format("| {} | {} | {} | {} | {} | {}{} |{}\n", name, bits, plan.system, cell(cold), cell(warm),
-                     cell(host), host.from_host ? "" : " (not from host)", turns);
+  return fmt::format("| {} | {} | {} | {} | {} | {}{} | {}{} |{}\n", name, bits, plan.system, cell(cold),
+                     cell(warm), cell(host), host.tier == runtime::CacheTier::kHost ? "" : " (not from host)",
+                     cell(disk), disk.tier == runtime::CacheTier::kDisk ? "" : " (not from disk)", turns);
 }
 
 std::string prefix_notes(const PrefixPlan& plan) {
@@ -128,9 +183,9 @@ std::string prefix_notes(const PrefixPlan& plan) {
       "\nEach cell: time to first token in ms (prompt tokens served from the prefix cache). A system prompt of "
       "{} token ids and a {}-token user turn: cold on a fresh engine; warm, device: another user turn after "
       "it; warm, host: the same after another prompt pushed the prefix out of an engine's one device "
-      "entry into host memory. Turns: a session on a fresh engine, each turn adding a {}-token user turn "
-      "to the history with the {} tokens the last turn answered (greedy). Prefixes are cached in whole "
-      "prefill chunks of 512 tokens.\n",
+      "entry into host memory; disk, after a restart: the same on a new engine over the state directory a first one wrote the prefix to, its files dropped from the page cache. Prompts are cut where each message begins (as the server cuts chat prompts) and every 512 tokens from there. Turns: a session on a fresh engine, each turn adding a {}-token user turn "
+      "to the history with the {} tokens the last turn answered (greedy); between turns the next one is "
+      "prefilled ahead (untimed), as the server does after a chat answer.\n",
       plan.system, plan.user, plan.user, plan.answer);
 }
 

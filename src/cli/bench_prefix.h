@@ -1,6 +1,6 @@
 // strata bench --prefix-session N: what the prefix cache saves an agent. A system prompt of N
-// tokens with a short user turn: time to first token cold, warm from device memory, and warm from
-// host memory; then a five-turn session (the same system prompt, the history growing by each
+// tokens with a short user turn: time to first token cold, warm from device memory, warm from
+// host memory, and from disk after a restart; then a five-turn session (the same system prompt, the history growing by each
 // turn's question and answer) with each turn's time to first token.
 #pragma once
 

@@ -164,6 +164,7 @@ int64_t kv_blocks(const Settings& settings, const model::Model& model, int64_t p
 
 int run_serve(const ServeArgs& args) {
   ::signal(SIGPIPE, SIG_IGN);  // a client that went away is seen as a failed write
+  ::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes a prefix-cache write fail, not the process
   keep_large_buffers_out_of_arenas();
   raise_open_file_limit();
 

@@ -112,6 +112,14 @@ const std::vector<SettingSpec>& table() {
                "layout (\"\": $STRATA_DATA_DIR/state, else $XDG_DATA_HOME/strata/state, else "
                "~/.local/share/strata/state)",
        .field = &Settings::state_dir},
+      {.name = "prefill_ahead",
+       .type = SettingType::kBool,
+       .env = "STRATA_PREFILL_AHEAD",
+       .help = "After a chat response, prefill the conversation as the next turn's prompt will "
+               "begin (the answer in its history form) while nothing else runs, so that the next "
+               "turn starts from the prefix cache up to its new message; it gives way at once to "
+               "any request (false: only prompts that ran are cached)",
+       .field = &Settings::prefill_ahead},
       {.name = "state_budget_mib",
        .type = SettingType::kInt,
        .flag = "--state-budget",

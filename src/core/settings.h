@@ -38,7 +38,8 @@ struct Settings {
   int64_t prefix_cache = 32;     // runtime::EngineOptions::prefix_cache (entries; 0: off)
   int64_t prefix_cache_host_mib = 1024;  // EngineOptions::prefix_cache_host_bytes, in MiB
   int64_t prefix_cache_disk_mib = 8192;  // EngineOptions::prefix_cache_disk_bytes, in MiB (0: off)
-  std::string state_dir;                 // the disk tier's root; "": runtime::default_state_root()
+  std::string state_dir;                 // the disk tier's root; "": cli::state_root()'s default
+  bool prefill_ahead = true;             // the server prefills a chat's next turn while idle
   // How a model runs: switches to compare against (model::LoadOptions, runtime::EngineOptions).
   bool cuda_graphs = true;
   bool moe_fold_shared = true;

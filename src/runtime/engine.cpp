@@ -103,8 +103,16 @@ struct Engine::Active {
   Clock::time_point started, decode_started;
   bool decoding = false;  // the first pick has been read
 
+  Cuts cuts;  // where its prefill cuts its prompt
+  size_t next_cut = 0;  // the first cut past `prefilled`
+
   const GenerationRequest& request() const { return work->request; }
   int64_t prompt_len() const { return static_cast<int64_t>(request().prompt.size()); }
+  // The tokens of its next prefill chunk: to the next cut, or to the prompt's end.
+  int64_t next_chunk() {
+    while (next_cut < cuts.at.size() && cuts.at[next_cut] <= prefilled) ++next_cut;
+    return (next_cut < cuts.at.size() ? cuts.at[next_cut] : prompt_len()) - prefilled;
+  }
 };
 
 namespace {
@@ -164,8 +172,9 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
       options_(options),
       pool_(*model_, options_.parallel, options_.context_size, options_.kv_blocks,
             options_.kv_block_tokens),
-      cache_(*model_, pool_, options_.prefix_cache, options_.prefill_chunk,
-             options_.prefix_cache_host_bytes),
+      cache_(*model_, pool_,
+             PrefixCacheOptions{options_.prefix_cache, options_.prefill_chunk, options_.prefix_cache_host_bytes,
+                                options_.state_dir, options_.prefix_cache_disk_bytes}),
       logits_(DType::kF32, {model_->config().vocab_size}) {
   check(options_.prefill_chunk > 0, ErrorKind::kInvalidInput, "the prefill chunk must be positive");
   check(options_.step_tokens >= 0, ErrorKind::kInvalidInput,
@@ -238,9 +247,7 @@ void Engine::publish() {
   stats_.kv_blocks = pool_.kv_blocks();
   stats_.kv_blocks_free = pool_.free_kv_blocks();
   stats_.swapped = swapped_now();
-  stats_.prefix_entries = cache_.entries() - cache_.host_entries();
-  stats_.prefix_host_entries = cache_.host_entries();
-  stats_.prefix_host_bytes = cache_.host_bytes();
+  stats_.prefix = cache_.stats();
   std::lock_guard lock(stats_mutex_);
   published_ = stats_;
 }
@@ -279,9 +286,11 @@ void Engine::admit() {
     if (slot < 0) break;  // arrival order: the first waiting request runs first
     waiting_.pop_front();
     int64_t cached = 0;
-    bool from_host = false;
+    CacheTier tier = CacheTier::kNone;
+    Cuts plan;
     try {
-      if (work->request.prefix_cache) cached = cache_.resume(slot, work->request.prompt, &from_host);
+      plan = cuts(work->request);
+      if (work->request.prefix_cache) cached = cache_.resume(slot, work->request.prompt, plan.at, plan.keys, &tier, !work->request.background);
     } catch (...) {
       pool_.release(slot);
       ++stats_.failed;
@@ -290,24 +299,48 @@ void Engine::admit() {
       work->on_failure(std::current_exception());
       continue;
     }
-    if (cache_.enabled() && work->request.prefix_cache)
+    if (cached < 0) {  // its prefix is being read from disk: it goes first once it is here
+      pool_.release(slot);
+      waiting_.push_front(std::move(work));
+      waiting_for_disk_ = true;
+      break;
+    }
+    if (cache_.enabled() && work->request.prefix_cache && !work->request.background) {  // (clients' lookups)
       ++(cached > 0 ? stats_.prefix_hits : stats_.prefix_misses);
-    stats_.prefix_host_hits += from_host ? 1 : 0;
-    stats_.cached_tokens += static_cast<uint64_t>(cached);
+      stats_.cached_tokens += static_cast<uint64_t>(cached);
+    }
     const int64_t prompt_len = static_cast<int64_t>(work->request.prompt.size());
     // Free, as checked (the chunk after a cached prefix needs no more): later arrivals see them taken.
     (void)pool_.reserve(slot, cached + std::min(options_.prefill_chunk, prompt_len - cached));
-    start(std::move(work), slot, cached, from_host);
+    start(std::move(work), slot, cached, tier, std::move(plan));
   }
 }
 
-void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, bool from_host) {
+Engine::Cuts Engine::cuts(const GenerationRequest& request) const {
+  Cuts c;
+  const auto n = static_cast<int64_t>(request.prompt.size());
+  std::vector<int64_t> marks = request.boundaries;
+  std::sort(marks.begin(), marks.end());
+  auto mark = marks.begin();
+  for (int64_t at = 0;;) {
+    while (mark != marks.end() && *mark <= at) ++mark;
+    const int64_t next = mark != marks.end() ? std::min(at + options_.prefill_chunk, *mark) : at + options_.prefill_chunk;
+    if (next >= n) break;
+    c.at.push_back(next);
+    at = next;
+  }
+  if (cache_.enabled() && request.prefix_cache) c.keys = cache_.keys(request.prompt, c.at);
+  return c;
+}
+
+void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, CacheTier tier, Cuts cuts) {
   auto a = std::make_unique<Active>();
   a->work = std::move(work);
   a->slot = slot;
   a->prefilled = cached;
   a->result.cached_tokens = cached;
-  a->result.cached_from_host = from_host;
+  a->result.cached_tier = tier;
+  a->cuts = std::move(cuts);
   a->seq = &pool_.sequence(slot);
   a->tools = tools_[static_cast<size_t>(slot)].get();
   a->started = Clock::now();
@@ -346,9 +379,15 @@ void Engine::step() {
       finish(*a);
     }
   std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+  yield_background();
+  if (cache_.poll()) waiting_for_disk_ = false;  // (a read is in: its request may start)
   resume_swapped();
   admit();
   std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+  if (running_.empty() && waiting_for_disk_) {
+    cache_.wait_for_disk(std::chrono::milliseconds(50));  // nothing else to run meanwhile
+    publish();
+  }
   if (running_.empty()) return;
   ++stats_.steps;
   stats_.step_requests += running_.size();
@@ -375,7 +414,7 @@ void Engine::step() {
   for (auto& a : running_)
     guarded(*a, [&](Active& r) {
       if (r.prefilled == r.prompt_len() || r.swapped) return;
-      const int64_t n = std::min(options_.prefill_chunk, r.prompt_len() - r.prefilled);
+      const int64_t n = r.next_chunk();
       if (!first && n > budget) return;
       if (!room(r, n)) return;
       first = false;
@@ -384,6 +423,20 @@ void Engine::step() {
     });
   std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
   publish();
+}
+
+void Engine::yield_background() {
+  const auto foreground = [](const std::shared_ptr<Work>& w) { return !w->request.background; };
+  if (std::none_of(waiting_.begin(), waiting_.end(), foreground)) return;
+  // Someone waits: background requests end now (what they cached so far stays), and give way.
+  for (auto& a : running_)
+    if (a->request().background && !a->done) {
+      a->result.finish_reason = FinishReason::kCancelled;
+      finish(*a);
+    }
+  std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+  for (auto& w : waiting_)
+    if (w->request.background) w->cancel();
 }
 
 bool Engine::may_run_ahead_now(const Active& a) const {
@@ -540,7 +593,7 @@ void Engine::read_pick(Active& a) {
 }
 
 void Engine::prefill(Active& a) {
-  const int64_t n = std::min(options_.prefill_chunk, a.prompt_len() - a.prefilled);
+  const int64_t n = a.next_chunk();
   a.seq->forward(
       *model_,
       std::span<const int32_t>(a.request().prompt).subspan(static_cast<size_t>(a.prefilled), n),
@@ -549,7 +602,10 @@ void Engine::prefill(Active& a) {
   a.prefilled += n;
   if (a.prefilled < a.prompt_len()) {
     try {
-      if (a.request().prefix_cache) cache_.record(a.slot);  // a chunk boundary short of the end
+      // A cut short of the end; the last one is the longest prefix a later prompt may share, and
+      // is kept on disk too.
+      if (!a.cuts.keys.empty())
+        cache_.record(a.slot, a.cuts.keys[a.next_cut], a.next_cut + 1 == a.cuts.at.size());
     } catch (const std::exception& e) {  // the request goes on; its prefix is just not kept
       log::error("prefix cache: {}", e.what());
     }

@@ -108,6 +108,14 @@ struct GenerationRequest {
   int top_logprobs = -1;
   std::function<void(const TokenLogprob&)> on_logprob;
   bool prefix_cache = true;  // false: its prompt neither starts from a cached prefix nor leaves one
+  // Token positions where the prompt's messages begin (a chat template's turns): the prefill cuts
+  // a chunk there too and counts its prefill_chunk tokens on from there, so the prefix cache keeps
+  // the state at each, and a later prompt with the same messages first is cut the same way up to
+  // them. Positions outside the prompt are ignored. Empty: a cut every prefill_chunk tokens.
+  std::vector<int64_t> boundaries;
+  // A request that only leaves its prompt's prefixes in the cache (the next turn prefilled ahead):
+  // it runs when nothing else waits, and is cancelled as soon as another request arrives.
+  bool background = false;
 };
 
 struct GenerationResult {
@@ -117,7 +125,7 @@ struct GenerationResult {
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;
   int64_t cached_tokens = 0;  // prompt tokens whose state came from the prefix cache
-  bool cached_from_host = false;  // ... from its host tier (else device memory)
+  CacheTier cached_tier = CacheTier::kNone;  // ... from this tier of it
 };
 
 // Called with each generated token; return false to stop (cancel).
@@ -163,13 +171,10 @@ struct EngineStats {
   int64_t swapped = 0;           // running requests preempted now (their KV in host memory)
   uint64_t preemptions = 0;      // swaps out
   uint64_t resumptions = 0;      // swaps back in
-  int64_t prefix_entries = 0;    // prompt prefixes cached
   uint64_t prefix_hits = 0;      // requests that started from a cached prefix
   uint64_t prefix_misses = 0;    // requests that found none (the cache on)
   uint64_t cached_tokens = 0;    // prompt tokens those hits did not run
-  uint64_t prefix_host_hits = 0;  // hits served from host memory (moved back to the device)
-  int64_t prefix_host_entries = 0;
-  uint64_t prefix_host_bytes = 0;
+  PrefixCacheStats prefix;       // the cache's tiers: entries, bytes, hits, evictions, disk I/O
   uint64_t finished = 0;         // ran to a stop or length
   uint64_t cancelled = 0;        // by their client (Work::cancel or a false on_token)
   uint64_t failed = 0;           // invalid, or the engine threw
@@ -205,8 +210,16 @@ class Engine {
   struct SlotTools;  // per slot: logits, picked ids and their way back, the sampler's edits
 
   void validate(const GenerationRequest& request) const;
+  void yield_background();  // background requests give way to any other waiting
   void admit();
-  void start(std::shared_ptr<Work> work, int slot, int64_t cached, bool from_host);
+  // Where a request's prefill cuts its prompt (runtime/prefix_cache.h), short of its end: at its
+  // boundaries, and every prefill_chunk tokens from each; and the prefix cache's keys there.
+  struct Cuts {
+    std::vector<int64_t> at;
+    std::vector<uint64_t> keys;
+  };
+  Cuts cuts(const GenerationRequest& request) const;
+  void start(std::shared_ptr<Work> work, int slot, int64_t cached, CacheTier tier, Cuts cuts);
   bool may_run_ahead_now(const Active& a) const;
   void run_ahead_all();            // phase 1
   void read_pick(Active& a);       // phase 2
@@ -230,6 +243,7 @@ class Engine {
   EngineOptions options_;
   StatePool pool_;
   PrefixCache cache_;  // after pool_: its entries give their blocks back first
+  bool waiting_for_disk_ = false;  // the first waiting request waits for a cached prefix's file
   std::vector<std::unique_ptr<SlotTools>> tools_;  // one per slot
   HostTensor logits_;                              // a host pick's logits (what the sampler reads)
   // A step's decodes run together (forward_decode): the requests, their entries, the model's items.

@@ -1,35 +1,115 @@
-// PrefixCache: chained chunk keys; device entries (shared KV blocks, recurrent copies) and host
-// entries (their bytes), least recently used out of each tier.
+// PrefixCache: chained chunk keys; device entries (shared KV blocks, recurrent copies), host
+// entries (their bytes) and disk entries (their files), least recently used out of each tier.
 #include "runtime/prefix_cache.h"
 
 #include <algorithm>
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/log.h"
 
 namespace strata::runtime {
 
-PrefixCache::PrefixCache(const model::Model& model, StatePool& pool, int64_t entries, int64_t chunk,
-                         size_t host_bytes)
-    : pool_(pool), chunk_(chunk), host_budget_(host_bytes) {
-  check(entries >= 0, ErrorKind::kInvalidInput, "the prefix cache size must not be negative");
-  capacity_ = chunk > 0 && chunk % pool.block_tokens() == 0 ? entries : 0;
+namespace {
+
+// Bytes that writes on their way may hold in host memory; a write past it is skipped.
+constexpr uint64_t kMaxWriting = uint64_t{2} << 30;
+
+size_t tier_index(CacheTier tier) { return static_cast<size_t>(tier); }
+
+}  // namespace
+
+const char* cache_tier_name(CacheTier tier) {
+  switch (tier) {
+    case CacheTier::kDevice:
+      return "device";
+    case CacheTier::kHost:
+      return "host";
+    case CacheTier::kDisk:
+      return "disk";
+    case CacheTier::kNone:
+      break;
+  }
+  return "none";
+}
+
+PrefixCache::PrefixCache(const model::Model& model, StatePool& pool, const PrefixCacheOptions& options)
+    : pool_(pool), chunk_(options.chunk), host_budget_(options.host_bytes), disk_budget_(options.disk_bytes) {
+  check(options.entries >= 0, ErrorKind::kInvalidInput, "the prefix cache size must not be negative");
+  capacity_ = chunk_ > 0 && chunk_ % pool.block_tokens() == 0 ? options.entries : 0;
   seed_ = hash64(model.fingerprint());
+  if (!enabled() || options.state_root.empty() || disk_budget_ == 0) return;
+  const model::ModelState& layout = pool.sequence(0).state();
+  try {
+    store_ = std::make_unique<StateStore>(
+        state_directory(options.state_root, model.fingerprint(), backend::device_name(model.device()), chunk_,
+                        layout),
+        model.fingerprint(), layout, layout.capacity);
+  } catch (const std::exception& e) {
+    log::error("prefix cache: no disk tier: {}", e.what());
+    return;
+  }
+  for (StoredState& s : store_->take_index()) {
+    if (by_key_.count(s.key) != 0) continue;
+    Entry e;
+    e.key = s.key;
+    e.tokens = std::move(s.tokens);
+    e.tier = CacheTier::kDisk;
+    e.disk = Entry::Disk::kStored;
+    e.used = ++clock_;  // oldest file first
+    stats_.disk_bytes += s.bytes;
+    by_key_[e.key] = entries_.size();
+    entries_.push_back(std::move(e));
+  }
+  if (!entries_.empty())
+    log::info("prefix cache: {} prefixes on disk in {}", entries_.size(), store_->dir().string());
+  while (stats_.disk_bytes > disk_budget_) forget_file(least_used(CacheTier::kDisk));  // a smaller budget now
 }
 
 PrefixCache::~PrefixCache() {
-  while (!entries_.empty()) drop(entries_.size() - 1);
+  while (!entries_.empty()) drop(entries_.size() - 1);  // (their files stay)
 }
 
-uint64_t PrefixCache::chain(uint64_t key, std::span<const int32_t> chunk) const {
-  return hash64(chunk.data(), chunk.size_bytes(), key);
+PrefixCacheStats PrefixCache::stats() const {
+  PrefixCacheStats s = stats_;
+  s.device_entries = static_cast<int64_t>(count(CacheTier::kDevice));
+  s.host_entries = static_cast<int64_t>(count(CacheTier::kHost));
+  s.disk_entries = std::count_if(entries_.begin(), entries_.end(),
+                                 [](const Entry& e) { return e.disk != Entry::Disk::kNone; });
+  return s;
 }
 
-size_t PrefixCache::least_used(bool on_host) const {
+std::vector<uint64_t> PrefixCache::keys(std::span<const int32_t> prompt, std::span<const int64_t> cuts) const {
+  std::vector<uint64_t> out;
+  out.reserve(cuts.size());
+  uint64_t key = seed_;
+  int64_t from = 0;
+  for (const int64_t cut : cuts) {
+    key = hash64(prompt.data() + from, static_cast<size_t>(cut - from) * sizeof(int32_t), key);
+    out.push_back(key);
+    from = cut;
+  }
+  return out;
+}
+
+PrefixCache::Entry* PrefixCache::find(uint64_t key) {
+  const auto it = by_key_.find(key);
+  return it == by_key_.end() ? nullptr : &entries_[it->second];
+}
+
+size_t PrefixCache::count(CacheTier tier) const {
+  return static_cast<size_t>(
+      std::count_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.tier == tier; }));
+}
+
+size_t PrefixCache::least_used(CacheTier tier) const {
   size_t best = entries_.size();
-  for (size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].on_host == on_host && (best == entries_.size() || entries_[i].used < entries_[best].used))
-      best = i;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    // kDisk: any entry with a file that is whole (a file being written cannot go yet).
+    const bool in = tier == CacheTier::kDisk ? e.disk == Entry::Disk::kStored : e.tier == tier;
+    if (in && (best == entries_.size() || e.used < entries_[best].used)) best = i;
+  }
   return best;
 }
 
@@ -55,104 +135,139 @@ void PrefixCache::copy_recurrent(const Sequence& seq, const std::vector<backend:
   }
 }
 
-int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, bool* from_host) {
-  if (from_host != nullptr) *from_host = false;
+std::shared_ptr<StateBytes> PrefixCache::device_bytes(const Entry& e) const {
+  auto out = std::make_shared<StateBytes>();
+  const auto length = static_cast<int64_t>(e.tokens.size());
+  out->tokens = e.tokens;
+  out->kv.resize(pool_.kv_bytes(length));
+  pool_.save_blocks(e.blocks, length, out->kv.data());
+  size_t recurrent = 0;
+  for (const backend::Buffer& b : e.recurrent) recurrent += b.view().nbytes();
+  out->recurrent.resize(recurrent);
+  uint8_t* dst = out->recurrent.data();
+  for (const backend::Buffer& b : e.recurrent) {
+    backend::copy_to_host(b.view(), dst);
+    dst += b.view().nbytes();
+  }
+  return out;
+}
+
+int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, std::span<const int64_t> cuts,
+                            std::span<const uint64_t> keys, CacheTier* tier, bool counted) {
+  if (tier != nullptr) *tier = CacheTier::kNone;
   if (!enabled() || entries_.empty()) return 0;
-  const auto n = static_cast<int64_t>(prompt.size());
-  uint64_t key = seed_, best = 0;
-  bool found = false;
-  for (int64_t end = chunk_; end < n; end += chunk_) {
-    key = chain(key, prompt.subspan(static_cast<size_t>(end - chunk_), static_cast<size_t>(chunk_)));
-    const auto it = by_key_.find(key);
-    if (it == by_key_.end()) continue;  // a later boundary may still be cached
-    const Entry& e = entries_[it->second];
-    if (std::equal(e.tokens.begin(), e.tokens.end(), prompt.begin(), prompt.begin() + end)) {
-      best = key;
-      found = true;
-    }
+  const Entry* best = nullptr;
+  for (size_t i = cuts.size(); i-- > 0 && best == nullptr;) {  // the longest first
+    const Entry* e = find(keys[i]);
+    if (e != nullptr && static_cast<int64_t>(e->tokens.size()) == cuts[i] &&
+        std::equal(e->tokens.begin(), e->tokens.end(), prompt.begin()))
+      best = e;
   }
-  if (!found) return 0;
-  Sequence& seq = pool_.sequence(slot);
-  if (!entries_[by_key_.at(best)].on_host) {
-    Entry& e = entries_[by_key_.at(best)];
-    pool_.share(slot, e.blocks);
-    copy_recurrent(seq, e.recurrent, /*to_copies=*/false);
-    seq.assume(e.tokens);
+  if (best == nullptr) return 0;
+  const uint64_t key = best->key;
+  Entry& e = *find(key);
+  if (e.disk == Entry::Disk::kStored) store_->touch(key);  // its age orders eviction after a restart
+  if (e.tier == CacheTier::kDisk && e.bytes == nullptr) {  // only in its file: read it first
+    if (!e.reading) store_->read(key, e.tokens);
+    e.reading = true;
     e.used = ++clock_;
-    return static_cast<int64_t>(e.tokens.size());
+    return -1;
   }
-  // A host entry: fresh blocks for its rows (device entries other than it give theirs up if need
-  // be), its bytes copied in; then it is a device entry again, holding those blocks. It is marked
-  // used first, so that demotions making room on the host drop other entries before it.
-  entries_[by_key_.at(best)].used = ++clock_;
-  const auto length = static_cast<int64_t>(entries_[by_key_.at(best)].tokens.size());
-  if (static_cast<int64_t>(entries_.size() - static_cast<size_t>(host_entries_)) >= capacity_) {
-    demote(least_used(false));  // room in the device tier
-    if (by_key_.count(best) == 0) return 0;  // (a tiny host budget dropped it)
+  const CacheTier from = e.from_disk ? CacheTier::kDisk : e.tier;
+  if (e.tier == CacheTier::kDevice) {
+    Sequence& seq = pool_.sequence(slot);
+    const auto length = static_cast<int64_t>(e.tokens.size());
+    e.used = ++clock_;  // (evictions making room spare it while they can)
+    while (!pool_.share_prefix(slot, find(key)->blocks, length))  // a block for a partly filled last one
+      if (!evict() || find(key) == nullptr || find(key)->tier != CacheTier::kDevice) return 0;
+    const Entry& d = *find(key);
+    copy_recurrent(seq, d.recurrent, /*to_copies=*/false);
+    seq.assume(d.tokens);
+  } else if (!promote(key, slot)) {
+    return 0;
   }
+  if (counted) ++stats_.hits[tier_index(from)];
+  if (tier != nullptr) *tier = from;
+  return static_cast<int64_t>(find(key)->tokens.size());
+}
+
+bool PrefixCache::promote(uint64_t key, int slot) {
+  // Marked used first, so that making room elsewhere spares it.
+  find(key)->used = ++clock_;
+  if (static_cast<int64_t>(count(CacheTier::kDevice)) >= capacity_) demote(least_used(CacheTier::kDevice));
+  if (find(key) == nullptr) return false;
+  const auto length = static_cast<int64_t>(find(key)->tokens.size());
   while (!pool_.reserve(slot, length))
-    if (!evict() || by_key_.count(best) == 0) return 0;  // no blocks to be had, or it is gone
-  Entry& e = entries_[by_key_.at(best)];
-  pool_.load_blocks(seq.state().blocks, length, e.host_kv.data());
-  const uint8_t* src = e.host_recurrent.data();
+    if (!evict() || find(key) == nullptr) return false;  // no blocks to be had, or it is gone
+  Entry& e = *find(key);
+  Sequence& seq = pool_.sequence(slot);
+  const std::shared_ptr<const StateBytes> bytes = e.bytes;
+  pool_.load_blocks(seq.state().blocks, length, bytes->kv.data());
+  const uint8_t* src = bytes->recurrent.data();
   for (const model::StateBuffer& b : seq.state().buffers) {
     if (b.token_indexed) continue;
     backend::copy_from_host(src, b.tensor.view());
     src += b.tensor.view().nbytes();
   }
-  backend::synchronize(seq.state().buffers.front().tensor.device());  // before the bytes go
+  backend::synchronize(seq.state().buffers.front().tensor.device());  // before the bytes may go
   seq.assume(e.tokens);
-  e.blocks.assign(seq.state().blocks.begin(), seq.state().blocks.begin() + length / pool_.block_tokens());
+  e.blocks.assign(seq.state().blocks.begin(), seq.state().blocks.begin() + pool_.blocks_for(length));
   pool_.hold(e.blocks);
   e.recurrent = device_copies(seq);
   copy_recurrent(seq, e.recurrent, /*to_copies=*/true);
-  host_used_ -= e.host_kv.size() + e.host_recurrent.size();
-  --host_entries_;
-  e.host_kv = {};
-  e.host_recurrent = {};
-  e.on_host = false;
-  e.used = ++clock_;
-  if (from_host != nullptr) *from_host = true;
-  return length;
+  if (e.tier == CacheTier::kHost) stats_.host_bytes -= bytes->bytes();
+  e.tier = CacheTier::kDevice;
+  if (e.disk != Entry::Disk::kWriting) e.bytes.reset();  // (a write on its way keeps its own)
+  e.from_disk = false;
+  return true;
 }
 
-void PrefixCache::record(int slot) {
+void PrefixCache::record(int slot, uint64_t key, bool to_disk) {
   if (!enabled()) return;
-  const Sequence& seq = pool_.sequence(slot);
-  const int64_t n = seq.n_tokens();
-  if (n <= 0 || n % chunk_ != 0) return;
-  const std::vector<int32_t>& tokens = seq.tokens();
-  uint64_t key = seed_;
-  for (int64_t end = chunk_; end <= n; end += chunk_)
-    key = chain(key, std::span<const int32_t>(tokens).subspan(static_cast<size_t>(end - chunk_),
-                                                               static_cast<size_t>(chunk_)));
-  if (const auto it = by_key_.find(key); it != by_key_.end()) {
-    entries_[it->second].used = ++clock_;  // (a host entry stays there until a hit needs it)
+  if (Entry* e = find(key)) {
+    e->used = ++clock_;  // (an entry in a lower tier stays there until a hit needs it)
+    if (to_disk && e->disk == Entry::Disk::kNone) write(key);
     return;
   }
-  if (static_cast<int64_t>(entries_.size() - static_cast<size_t>(host_entries_)) >= capacity_)
-    demote(least_used(false));
+  if (static_cast<int64_t>(count(CacheTier::kDevice)) >= capacity_) demote(least_used(CacheTier::kDevice));
+  const Sequence& seq = pool_.sequence(slot);
+  const int64_t n = seq.n_tokens();
   Entry e;
   e.key = key;
-  e.tokens.assign(tokens.begin(), tokens.begin() + n);
+  e.tokens.assign(seq.tokens().begin(), seq.tokens().begin() + n);
   const std::vector<int32_t>& blocks = seq.state().blocks;
-  e.blocks.assign(blocks.begin(), blocks.begin() + n / pool_.block_tokens());
+  e.blocks.assign(blocks.begin(), blocks.begin() + pool_.blocks_for(n));  // the last may be partly filled
   e.recurrent = device_copies(seq);
   copy_recurrent(seq, e.recurrent, /*to_copies=*/true);
   pool_.hold(e.blocks);
   e.used = ++clock_;
   by_key_[key] = entries_.size();
   entries_.push_back(std::move(e));
+  if (to_disk) write(key);
 }
 
 bool PrefixCache::evict() {
-  size_t best = entries_.size();
+  // The blocks device entries hold, and how many hold each.
+  std::unordered_map<int32_t, int32_t> held;
+  for (const Entry& e : entries_)
+    if (e.tier == CacheTier::kDevice)
+      for (const int32_t b : e.blocks) ++held[b];
+  // The least recently used entry that alone keeps a block (demoting it frees one); else the least
+  // recently used one holding a block only entries keep (entries that share all their blocks, e.g.
+  // two prefixes ending in the same block: demoting them one after another frees it). Entries whose
+  // blocks running sequences keep stay.
+  size_t alone = entries_.size(), shared = entries_.size();
+  auto older = [&](size_t i, size_t than) { return than == entries_.size() || entries_[i].used < entries_[than].used; };
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
-    if (e.on_host || (best < entries_.size() && entries_[best].used <= e.used)) continue;
-    if (std::any_of(e.blocks.begin(), e.blocks.end(), [&](int32_t b) { return pool_.keepers(b) == 1; }))
-      best = i;
+    if (e.tier != CacheTier::kDevice) continue;
+    if (older(i, alone) && std::any_of(e.blocks.begin(), e.blocks.end(), [&](int32_t b) { return pool_.keepers(b) == 1; }))
+      alone = i;
+    if (older(i, shared) &&
+        std::any_of(e.blocks.begin(), e.blocks.end(), [&](int32_t b) { return pool_.keepers(b) == held[b]; }))
+      shared = i;
   }
+  const size_t best = alone < entries_.size() ? alone : shared;
   if (best == entries_.size()) return false;
   demote(best);
   return true;
@@ -160,43 +275,148 @@ bool PrefixCache::evict() {
 
 void PrefixCache::demote(size_t index) {
   Entry& e = entries_[index];
+  const uint64_t key = e.key;
   const auto length = static_cast<int64_t>(e.tokens.size());
-  size_t recurrent = 0;
-  for (const backend::Buffer& b : e.recurrent) recurrent += b.view().nbytes();
-  const size_t bytes = pool_.kv_bytes(length) + recurrent;
-  if (bytes > host_budget_) {
-    drop(index);
+  size_t bytes = pool_.kv_bytes(length);
+  for (const backend::Buffer& b : e.recurrent) bytes += b.view().nbytes();
+  // Its bytes, unless it goes straight to a file that holds them already.
+  const bool to_host = bytes <= host_budget_;
+  std::shared_ptr<const StateBytes> state;
+  if (to_host || (store_ != nullptr && e.disk != Entry::Disk::kStored)) state = device_bytes(e);
+  pool_.let_go(e.blocks);
+  e.blocks.clear();
+  spare_.push_back(std::move(e.recurrent));
+  e.recurrent = {};
+  e.tier = CacheTier::kHost;
+  e.bytes = std::move(state);
+  ++stats_.evictions[tier_index(CacheTier::kDevice)];
+  if (to_host && host_room(bytes, key)) {
+    stats_.host_bytes += bytes;
     return;
   }
-  while (host_used_ + bytes > host_budget_) {
-    const size_t lru = least_used(true);
-    drop(lru);  // host entries free room; a dropped one may have been the last, so look again
-    if (index == entries_.size()) index = lru;  // the back moved into the dropped place
+  to_disk(key);  // too big for host memory (or none left): on down
+}
+
+bool PrefixCache::host_room(uint64_t bytes, uint64_t keep) {
+  while (stats_.host_bytes + bytes > host_budget_) {
+    size_t lru = entries_.size();
+    for (size_t i = 0; i < entries_.size(); ++i)
+      if (entries_[i].tier == CacheTier::kHost && entries_[i].key != keep &&
+          (lru == entries_.size() || entries_[i].used < entries_[lru].used))
+        lru = i;
+    if (lru == entries_.size()) return false;
+    ++stats_.evictions[tier_index(CacheTier::kHost)];
+    stats_.host_bytes -= entries_[lru].bytes->bytes();
+    to_disk(entries_[lru].key);
   }
-  Entry& d = entries_[index];
-  d.host_kv.resize(pool_.kv_bytes(length));
-  pool_.save_blocks(d.blocks, length, d.host_kv.data());
-  d.host_recurrent.resize(recurrent);
-  uint8_t* dst = d.host_recurrent.data();
-  for (const backend::Buffer& b : d.recurrent) {
-    backend::copy_to_host(b.view(), dst);
-    dst += b.view().nbytes();
+  return true;
+}
+
+void PrefixCache::to_disk(uint64_t key) {
+  Entry& e = *find(key);
+  e.tier = CacheTier::kDisk;
+  if (e.disk == Entry::Disk::kStored) {
+    e.bytes.reset();
+  } else if (e.disk == Entry::Disk::kNone && !write(key)) {
+    drop(index_of(key));
+  }  // (a write on its way keeps the bytes until the file is whole)
+}
+
+bool PrefixCache::write(uint64_t key) {
+  if (store_ == nullptr) return false;
+  const uint64_t file = store_->file_bytes(static_cast<int64_t>(find(key)->tokens.size()));
+  if (file > disk_budget_ || writing_bytes_ + file > kMaxWriting || !disk_room(file, key)) return false;
+  Entry& e = *find(key);
+  std::shared_ptr<const StateBytes> bytes = e.bytes != nullptr ? e.bytes : device_bytes(e);
+  if (e.tier != CacheTier::kDevice) e.bytes = bytes;  // a hit meanwhile reads them, not the file
+  store_->write(key, std::move(bytes));
+  e.disk = Entry::Disk::kWriting;
+  stats_.disk_bytes += file;
+  writing_bytes_ += file;
+  return true;
+}
+
+bool PrefixCache::disk_room(uint64_t bytes, uint64_t keep) {
+  while (stats_.disk_bytes + bytes > disk_budget_) {
+    size_t lru = entries_.size();
+    for (size_t i = 0; i < entries_.size(); ++i)
+      if (entries_[i].disk == Entry::Disk::kStored && entries_[i].key != keep &&
+          (lru == entries_.size() || entries_[i].used < entries_[lru].used))
+        lru = i;
+    if (lru == entries_.size()) return false;
+    forget_file(lru);
   }
-  pool_.let_go(d.blocks);
-  d.blocks.clear();
-  spare_.push_back(std::move(d.recurrent));
-  d.recurrent = {};
-  d.on_host = true;
-  host_used_ += bytes;
-  ++host_entries_;
+  return true;
+}
+
+void PrefixCache::forget_file(size_t index) {
+  Entry& e = entries_[index];
+  store_->remove(e.key);
+  stats_.disk_bytes -= store_->file_bytes(static_cast<int64_t>(e.tokens.size()));
+  ++stats_.evictions[tier_index(CacheTier::kDisk)];
+  e.disk = Entry::Disk::kNone;
+  if (e.tier == CacheTier::kDisk) drop(index);
+}
+
+bool PrefixCache::poll() {
+  if (store_ == nullptr) return false;
+  bool read = false;
+  for (StateStore::Done& d : store_->poll()) {
+    Entry* e = find(d.key);
+    if (d.kind == StateStore::Done::Kind::kWrite) {
+      writing_bytes_ -= d.bytes;
+      stats_.disk_write_seconds += d.seconds;
+      if (e == nullptr || e->disk != Entry::Disk::kWriting) continue;  // forgotten meanwhile
+      if (!d.error.empty()) {
+        log::error("prefix cache: a prefix of {} tokens was not written: {}", e->tokens.size(), d.error);
+        ++stats_.disk_write_failures;
+        stats_.disk_bytes -= d.bytes;
+        e->disk = Entry::Disk::kNone;
+        if (e->tier == CacheTier::kDisk) drop(index_of(d.key));  // its bytes were all that was left
+        continue;
+      }
+      ++stats_.disk_writes;
+      stats_.disk_written_bytes += d.bytes;
+      e->disk = Entry::Disk::kStored;
+      if (e->tier == CacheTier::kDisk) e->bytes.reset();
+      continue;
+    }
+    read = true;
+    stats_.disk_read_seconds += d.seconds;
+    if (e != nullptr) e->reading = false;
+    if (!d.error.empty()) {
+      log::warn("prefix cache: removing {}: {}", store_->path(d.key).string(), d.error);
+      ++stats_.disk_read_failures;
+      if (e != nullptr && e->disk == Entry::Disk::kStored) {
+        forget_file(index_of(d.key));
+      } else if (e == nullptr) {
+        store_->remove(d.key);
+      }
+      continue;
+    }
+    ++stats_.disk_reads;
+    stats_.disk_read_bytes += d.bytes;
+    if (e == nullptr || e->tier != CacheTier::kDisk) continue;  // gone, or back in memory meanwhile
+    // A host entry now (over the budget for a moment if it must be: its request takes it next).
+    const uint64_t bytes = d.state->bytes();
+    host_room(bytes, d.key);
+    e = find(d.key);
+    e->bytes = std::move(d.state);
+    e->tier = CacheTier::kHost;
+    e->from_disk = true;
+    stats_.host_bytes += bytes;
+  }
+  return read;
+}
+
+void PrefixCache::wait_for_disk(std::chrono::milliseconds timeout) {
+  if (store_ != nullptr) store_->wait(timeout);
 }
 
 void PrefixCache::drop(size_t index) {
   Entry& e = entries_[index];
-  if (e.on_host) {
-    host_used_ -= e.host_kv.size() + e.host_recurrent.size();
-    --host_entries_;
-  } else {
+  if (e.tier == CacheTier::kHost) stats_.host_bytes -= e.bytes->bytes();
+  if (e.tier == CacheTier::kDevice) {
     pool_.let_go(e.blocks);
     spare_.push_back(std::move(e.recurrent));
   }

@@ -6,17 +6,7 @@
 // A paged state (runtime::StatePool) keeps its KV rows in blocks of shared pools; everything here
 // reads and writes them through its block table, and serializes exactly as a plain state.
 //
-// Serialized layout (all integers little-endian), version 1:
-//   "STRATAST"                      8-byte magic
-//   u32 version                     1
-//   u32 len, bytes                  model fingerprint (32 hex digits)
-//   i64 n_tokens, i32[n_tokens]     the token ids consumed
-//   u32 sections                    one per state buffer, in the model's order:
-//     u32 len, bytes                  name ("layers.3.k", "layers.0.ssm", ...)
-//     u8 dtype, u8 token_indexed, u8 rank, u8 0
-//     i64[rank] shape                 the buffer's shape (token-indexed: dim 0 is the capacity)
-//     u64 nbytes, bytes               data; token-indexed buffers store their first n_tokens rows
-//   32 bytes                        XXH3-128 (hex) of everything before it
+// The serialized layout is runtime/state_format.h's (the prefix cache's files are the same format).
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "backend/memory.h"
 #include "core/error.h"
 
 namespace strata::runtime {
@@ -91,6 +92,29 @@ void StatePool::share(int slot, std::span<const int32_t> blocks) {
   hold(blocks);
   s.blocks.assign(blocks.begin(), blocks.end());
   upload_table(slot);
+}
+
+bool StatePool::share_prefix(int slot, std::span<const int32_t> blocks, int64_t tokens) {
+  const auto whole = static_cast<size_t>(tokens / block_tokens_);
+  const int64_t rest = tokens % block_tokens_;
+  check(blocks.size() == whole + (rest > 0 ? 1 : 0), ErrorKind::kInternal, "a prefix of {} tokens in {} blocks",
+        tokens, blocks.size());
+  if (rest > 0 && free_blocks_.empty()) return false;
+  share(slot, blocks.first(whole));
+  if (rest > 0) {
+    (void)reserve(slot, tokens);  // one block, free as checked
+    copy_rows(blocks[whole], sequence(slot).state().blocks[whole], rest);
+  }
+  return true;
+}
+
+void StatePool::copy_rows(int32_t from, int32_t to, int64_t rows) {
+  for (const model::StateBuffer& b : sequences_.front()->state().buffers) {
+    if (!b.token_indexed) continue;
+    const Tensor& t = b.tensor.view();
+    const int64_t src = int64_t{from} * block_tokens_, dst = int64_t{to} * block_tokens_;
+    backend::copy(t.rows(src, src + rows), t.rows(dst, dst + rows));
+  }
 }
 
 void StatePool::hold(std::span<const int32_t> blocks) {

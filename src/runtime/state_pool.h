@@ -62,6 +62,11 @@ class StatePool {
   // first ones. A block is free again once no sequence and no hold() keeps it; its rows are never
   // written while shared (sequences write only past the shared prefix, in blocks of their own).
   void share(int slot, std::span<const int32_t> blocks);
+  // share() of a cached prefix of `tokens` tokens in `blocks` (the last partly filled when tokens is
+  // not a whole number of blocks): the whole blocks are shared, and the slot takes a block of its
+  // own for the rest, with those rows copied in (its sequence writes past the prefix, in a block
+  // no one else keeps). False, taking nothing, when no block is free for that.
+  bool share_prefix(int slot, std::span<const int32_t> blocks, int64_t tokens);
   void hold(std::span<const int32_t> blocks);     // one more keeper of each (the prefix cache)
   void let_go(std::span<const int32_t> blocks);  // one keeper fewer
   int32_t keepers(int32_t block) const { return refs_.at(static_cast<size_t>(block)); }
@@ -86,6 +91,7 @@ class StatePool {
   void give_blocks_back(int slot);
   void upload_table(int slot);
   void unref(int32_t block);
+  void copy_rows(int32_t from, int32_t to, int64_t rows);  // a block's first rows into another
   model::ModelState over(std::span<const int32_t> blocks) const;  // the pools through `blocks`
 
   struct Swap {

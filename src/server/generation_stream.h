@@ -74,7 +74,7 @@ class GenerationStream : public GenerationJob {
   double seconds_to_first_token() const;  // from construction (queue wait + prefill)
   double prefill_seconds() const { return result_.prefill_seconds; }
   int64_t cached_tokens() const { return result_.cached_tokens; }
-  bool cached_from_host() const { return result_.cached_from_host; }
+  runtime::CacheTier cached_tier() const { return result_.cached_tier; }
   double decode_seconds() const { return result_.decode_seconds; }
 
   // Engine thread.

@@ -125,11 +125,29 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
   out += fmt::format("strata_kv_blocks{{state=\"free\"}} {}\n", e.kv_blocks_free);
   single(out, "strata_requests_swapped", "gauge", "Running generations preempted now (their KV cache in host memory until blocks free up).", e.swapped);
   single(out, "strata_preemptions_total", "counter", "Generations preempted for KV blocks (their KV cache swapped to host memory).", e.preemptions);
-  family(out, "strata_prefix_cache_entries", "gauge", "Prompt prefixes kept for later requests, by tier.");
-  out += fmt::format("strata_prefix_cache_entries{{tier=\"device\"}} {}\n", e.prefix_entries);
-  out += fmt::format("strata_prefix_cache_entries{{tier=\"host\"}} {}\n", e.prefix_host_entries);
-  single(out, "strata_prefix_cache_host_bytes", "gauge", "Host memory holding cached prompt prefixes.", e.prefix_host_bytes);
-  single(out, "strata_prefix_cache_host_hits_total", "counter", "Prefix-cache hits served from host memory.", e.prefix_host_hits);
+  const runtime::PrefixCacheStats& p = e.prefix;
+  family(out, "strata_prefix_cache_entries", "gauge", "Prompt prefixes kept for later requests, by tier (disk: files, whatever else holds them).");
+  out += fmt::format("strata_prefix_cache_entries{{tier=\"device\"}} {}\n", p.device_entries);
+  out += fmt::format("strata_prefix_cache_entries{{tier=\"host\"}} {}\n", p.host_entries);
+  out += fmt::format("strata_prefix_cache_entries{{tier=\"disk\"}} {}\n", p.disk_entries);
+  family(out, "strata_prefix_cache_bytes", "gauge", "Bytes holding cached prompt prefixes, by tier (device: their KV blocks are counted in strata_kv_blocks).");
+  out += fmt::format("strata_prefix_cache_bytes{{tier=\"host\"}} {}\n", p.host_bytes);
+  out += fmt::format("strata_prefix_cache_bytes{{tier=\"disk\"}} {}\n", p.disk_bytes);
+  family(out, "strata_prefix_cache_hits_total", "counter", "Prefix-cache hits, by the tier that served them.");
+  family(out, "strata_prefix_cache_evictions_total", "counter", "Cached prefixes that left a tier (moved down, or their file removed), by tier.");
+  for (const runtime::CacheTier t : {runtime::CacheTier::kDevice, runtime::CacheTier::kHost, runtime::CacheTier::kDisk}) {
+    const auto i = static_cast<size_t>(t);
+    out += fmt::format("strata_prefix_cache_hits_total{{tier=\"{}\"}} {}\n", runtime::cache_tier_name(t), p.hits[i]);
+    out += fmt::format("strata_prefix_cache_evictions_total{{tier=\"{}\"}} {}\n", runtime::cache_tier_name(t), p.evictions[i]);
+  }
+  family(out, "strata_prefix_cache_disk_operations_total", "counter", "Prefix-cache files written and read, by outcome.");
+  out += fmt::format("strata_prefix_cache_disk_operations_total{{op=\"write\",outcome=\"ok\"}} {}\n", p.disk_writes);
+  out += fmt::format("strata_prefix_cache_disk_operations_total{{op=\"write\",outcome=\"failed\"}} {}\n", p.disk_write_failures);
+  out += fmt::format("strata_prefix_cache_disk_operations_total{{op=\"read\",outcome=\"ok\"}} {}\n", p.disk_reads);
+  out += fmt::format("strata_prefix_cache_disk_operations_total{{op=\"read\",outcome=\"failed\"}} {}\n", p.disk_read_failures);
+  family(out, "strata_prefix_cache_disk_seconds_total", "counter", "Time the disk tier's threads spent writing and reading files.");
+  out += fmt::format("strata_prefix_cache_disk_seconds_total{{op=\"write\"}} {}\n", p.disk_write_seconds);
+  out += fmt::format("strata_prefix_cache_disk_seconds_total{{op=\"read\"}} {}\n", p.disk_read_seconds);
   family(out, "strata_prefix_cache_lookups_total", "counter", "Requests that looked for a cached prompt prefix, by outcome.");
   out += fmt::format("strata_prefix_cache_lookups_total{{outcome=\"hit\"}} {}\n", e.prefix_hits);
   out += fmt::format("strata_prefix_cache_lookups_total{{outcome=\"miss\"}} {}\n", e.prefix_misses);

@@ -35,6 +35,26 @@ HttpResponse json_response(int status, const OrderedJson& body) {
   return r;
 }
 
+// /health's view of the prefix cache: lookups, and per tier its entries, bytes, hits and evictions.
+OrderedJson prefix_cache_json(const runtime::EngineStats& e) {
+  const runtime::PrefixCacheStats& p = e.prefix;
+  OrderedJson tiers = OrderedJson::object();
+  const int64_t entries[] = {0, p.device_entries, p.host_entries, p.disk_entries};
+  const uint64_t bytes[] = {0, 0, p.host_bytes, p.disk_bytes};
+  for (const runtime::CacheTier t : {runtime::CacheTier::kDevice, runtime::CacheTier::kHost, runtime::CacheTier::kDisk}) {
+    const auto i = static_cast<size_t>(t);
+    tiers[runtime::cache_tier_name(t)] = {
+        {"entries", entries[i]}, {"bytes", bytes[i]}, {"hits", p.hits[i]}, {"evictions", p.evictions[i]}};
+  }
+  tiers["disk"]["writes"] = p.disk_writes;
+  tiers["disk"]["write_failures"] = p.disk_write_failures;
+  tiers["disk"]["reads"] = p.disk_reads;
+  tiers["disk"]["read_failures"] = p.disk_read_failures;
+  tiers["disk"]["write_seconds"] = p.disk_write_seconds;
+  tiers["disk"]["read_seconds"] = p.disk_read_seconds;
+  return {{"hits", e.prefix_hits}, {"misses", e.prefix_misses}, {"cached_tokens", e.cached_tokens}, {"tiers", tiers}};
+}
+
 HttpResponse error_response(const ApiError& e) {
   HttpResponse r = json_response(e.status(), e.to_json());
   if (e.status() == 401) r.headers["WWW-Authenticate"] = "Bearer";
@@ -86,7 +106,91 @@ struct Server::Impl {
     eos_ids = model.tokenizer.eos_ids();
     for (int32_t id : model.engine.model().config().eos_token_ids)
       if (std::find(eos_ids.begin(), eos_ids.end(), id) == eos_ids.end()) eos_ids.push_back(id);
+    find_message_start();
     add_routes();
+  }
+
+  // The token that opens each message in this template's prompts (ChatML's <|im_start|>, Llama 3's
+  // <|start_header_id|>): the first token of the generation prompt a one-message chat ends with,
+  // when it is a special token. Chat prompts are cut at each (runtime::GenerationRequest::
+  // boundaries), so that the prefix cache keeps the state where every message begins.
+  std::optional<int32_t> message_start;
+
+  void find_message_start() {
+    try {
+      text::chat::ChatRequest chat;
+      chat.messages = OrderedJson::array({{{"role", "user"}, {"content", "Hi"}}});
+      chat.add_generation_prompt = false;
+      const std::string without = model.chat_template.render(chat).text;
+      chat.add_generation_prompt = true;
+      const std::string with = model.chat_template.render(chat).text;
+      if (with.size() <= without.size() || with.compare(0, without.size(), without) != 0) return;
+      const std::vector<int32_t> ids =
+          model.tokenizer.encode(std::string_view(with).substr(without.size()), /*add_special_tokens=*/false);
+      if (!ids.empty() && model.tokenizer.is_special(ids.front())) message_start = ids.front();
+    } catch (const std::exception& e) {
+      log::debug("chat prompts are cut only every prefill chunk: {}", e.what());
+    }
+  }
+
+  // Where the prompt's messages (after the first) begin; none while the prefix cache is off (the
+  // cuts would serve nothing).
+  std::vector<int64_t> message_starts(std::span<const int32_t> prompt) const {
+    std::vector<int64_t> out;
+    if (!message_start || model.engine.options().prefix_cache == 0) return out;
+    for (size_t i = 1; i < prompt.size(); ++i)
+      if (prompt[i] == *message_start) out.push_back(static_cast<int64_t>(i));
+    return out;
+  }
+
+  // A prefill that runs in the background: it wants nothing back.
+  class BackgroundJob final : public GenerationJob {
+   public:
+    bool on_token(int32_t) override { return true; }
+    void on_finish(const runtime::GenerationResult&) override {}
+    void on_error(const std::string& message) override { log::debug("prefill ahead: {}", message); }
+  };
+
+  // The next turn prefilled ahead (issue 41): the conversation as the next request will send it
+  // (the answer in its history form, then a message after it) is rendered, and its tokens up to
+  // that next message's start, and its first token, run as a background request that generates
+  // nothing: its prefill leaves the state at every message start in the prefix cache, so the next
+  // turn starts from there. It runs only when nothing else waits, and gives way to any request
+  // that arrives (runtime::GenerationRequest::background); it is skipped when the queue is full.
+  void prefill_next_turn(const ChatCompletionRequest& r, const text::chat::ParsedMessage& answer) {
+    if (!options.settings.prefill_ahead || !message_start || !r.options.cache_prompt ||
+        model.engine.options().prefix_cache == 0)
+      return;
+    try {
+      text::chat::ChatRequest chat;
+      chat.messages = r.messages;
+      chat.tools = prompt_tools(r);
+      chat.kwargs = r.chat_template_kwargs;
+      chat.reasoning_effort = r.reasoning_effort;
+      chat.add_generation_prompt = false;
+      OrderedJson said = {{"role", "assistant"}, {"content", answer.content}};
+      if (!answer.reasoning_content.empty()) said["reasoning_content"] = answer.reasoning_content;
+      if (answer.has_tool_calls()) said["tool_calls"] = tool_calls_json(answer.tool_calls, false);
+      chat.messages.push_back(std::move(said));
+      chat.messages.push_back(answer.has_tool_calls()
+                                  ? OrderedJson{{"role", "tool"}, {"tool_call_id", answer.tool_calls.front().id},
+                                                {"content", ""}}
+                                  : OrderedJson{{"role", "user"}, {"content", ""}});
+      const std::vector<int32_t> ids =
+          model.tokenizer.encode(model.chat_template.render(chat).text, /*add_special_tokens=*/false);
+      const std::vector<int64_t> starts = message_starts(ids);
+      if (starts.empty() || starts.back() + 1 >= context_size()) return;
+      runtime::GenerationRequest g;
+      g.prompt.assign(ids.begin(), ids.begin() + starts.back() + 1);
+      g.boundaries = starts;
+      g.max_tokens = 0;
+      g.background = true;
+      auto job = std::make_shared<BackgroundJob>();
+      job->request = std::move(g);
+      queue.submit(queue.admit(), std::move(job));
+    } catch (const std::exception& e) {  // (a full queue, a template that cannot render it)
+      log::debug("prefill ahead skipped: {}", e.what());
+    }
   }
 
   static HttpServerOptions http_options(const ServerOptions& o) {
@@ -220,14 +324,7 @@ struct Server::Impl {
            {"swapped", q.engine.swapped},
            {"preemptions", q.engine.preemptions},
            {"resumptions", q.engine.resumptions},
-           {"prefix_cache",
-            {{"entries", q.engine.prefix_entries},
-             {"hits", q.engine.prefix_hits},
-             {"misses", q.engine.prefix_misses},
-             {"cached_tokens", q.engine.cached_tokens},
-             {"host_entries", q.engine.prefix_host_entries},
-             {"host_bytes", q.engine.prefix_host_bytes},
-             {"host_hits", q.engine.prefix_host_hits}}},
+           {"prefix_cache", prefix_cache_json(q.engine)},
            {"steps", q.engine.steps},
            {"tokens_per_step", per_step(q.engine.step_tokens, q.engine.steps)},
            {"requests_per_step", per_step(q.engine.step_requests, q.engine.steps)},
@@ -626,8 +723,8 @@ struct Server::Impl {
     if (prompt.empty()) bad_request("messages", "The messages rendered to an empty prompt.");
     const int64_t room = context_size() - static_cast<int64_t>(prompt.size());
     const OrderedJson tools = prompt_tools(r);
-    const runtime::GenerationRequest g =
-        generation_request(r.options, std::move(prompt), "messages", INT64_MAX);
+    runtime::GenerationRequest g = generation_request(r.options, std::move(prompt), "messages", INT64_MAX);
+    g.boundaries = message_starts(g.prompt);
     Jobs jobs;
     for (int i = 0; i < r.options.n; ++i) {  // each choice its own sequence, policies and seed
       StreamSettings settings;
@@ -648,8 +745,15 @@ struct Server::Impl {
                             r.options, std::move(settings)));
     }
     const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
-    return r.options.stream ? stream_chat(jobs, header, r.options.include_usage, routed)
-                            : whole_chat(http_request, jobs, header, routed);
+    const bool stream = r.options.stream, include_usage = r.options.include_usage;
+    // One answer: its conversation's next turn is prefilled once it is given.
+    std::function<void()> ahead;
+    if (r.options.n == 1)
+      ahead = [this, jobs, request = std::make_shared<const ChatCompletionRequest>(std::move(r))] {
+        prefill_next_turn(*request, jobs.front()->message());
+      };
+    return stream ? stream_chat(jobs, header, include_usage, routed, std::move(ahead))
+                  : whole_chat(http_request, jobs, header, routed, std::move(ahead));
   }
 
   // The "strata" extension of a chat response: what think control did, when it had a say, and
@@ -661,14 +765,15 @@ struct Server::Impl {
     OrderedJson extension = thinking ? strata_extension_json(routed, think) : OrderedJson::object();
     if (job.cached_tokens() > 0)
       extension["prefix_cache"] = {{"cached_tokens", job.cached_tokens()},
-                                   {"tier", job.cached_from_host() ? "host" : "device"}};
+                                   {"tier", runtime::cache_tier_name(job.cached_tier())}};
     return extension;
   }
 
   HttpResponse whole_chat(const HttpRequest& http_request, const Jobs& jobs, ResponseHeader header,
-                          bool routed) {
+                          bool routed, std::function<void()> ahead) {
     return whole(
-        http_request, jobs, [this, jobs, header, routed](const std::vector<StreamUpdate>& ends) {
+        http_request, jobs, [this, jobs, header, routed, ahead](const std::vector<StreamUpdate>& ends) {
+          if (ahead && completed_normally(ends.front().finish_reason)) ahead();
           return merged_choices(jobs, [&](size_t i) {
             const GenerationStream& job = *jobs[i];
             OrderedJson logprobs = nullptr;
@@ -700,12 +805,17 @@ struct Server::Impl {
     return json_response(200, body(ends));
   }
 
-  HttpResponse stream_chat(const Jobs& jobs, ResponseHeader header, bool include_usage,
-                           bool routed) {
+  // A generation that ended as asked (not cancelled, not failed).
+  static bool completed_normally(const std::string& finish_reason) {
+    return finish_reason == "stop" || finish_reason == "length" || finish_reason == "tool_calls";
+  }
+
+  HttpResponse stream_chat(const Jobs& jobs, ResponseHeader header, bool include_usage, bool routed,
+                           std::function<void()> ahead) {
     HttpResponse response;
     response.content_type = "text/event-stream";
     response.headers["Cache-Control"] = "no-cache";
-    response.stream = [this, jobs, header, include_usage, routed](BodyWriter& out) {
+    response.stream = [this, jobs, header, include_usage, routed, ahead](BodyWriter& out) {
       const bool with_logprobs = jobs.front()->request.top_logprobs >= 0;
       const TokenText text = token_text(false);
       auto chunk = [&](size_t i, OrderedJson delta, const std::string& finish,
@@ -728,7 +838,10 @@ struct Server::Impl {
           [&](size_t i, const StreamDelta& d) {
             return chunk(i, delta_json(d.text), "", d.logprobs);
           },
-          [&](size_t i, const std::string& finish) { chunk(i, OrderedJson::object(), finish); },
+          [&](size_t i, const std::string& finish) {
+            chunk(i, OrderedJson::object(), finish);
+            if (ahead && completed_normally(finish)) ahead();
+          },
           header, include_usage ? "chat.completion.chunk" : nullptr);
     };
     return response;

@@ -160,22 +160,26 @@ TEST(BenchCli, PrefixSessionReportsColdAndWarmFirstTokens) {
                                  /*merge_stderr=*/false);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const Table t = parse_table(r.out);
-  ASSERT_EQ(t.header.size(), 11u) << r.out;
+  ASSERT_EQ(t.header.size(), 12u) << r.out;
   EXPECT_EQ(t.header[3], "cold");
+  EXPECT_EQ(t.header[6], "disk, after a restart");
   ASSERT_EQ(t.rows.size(), 2u) << r.out;
   for (const std::vector<std::string>& row : t.rows) {
-    ASSERT_EQ(row.size(), 11u) << r.out;
+    ASSERT_EQ(row.size(), 12u) << r.out;
     auto cached = [](const std::string& cell) {
       const size_t open = cell.find('('), close = cell.find(')');
-      return cell.substr(open + 1, close - open - 1);
+      return std::stoll(cell.substr(open + 1, close - open - 1));
     };
     EXPECT_EQ(row[2], "1100");
-    EXPECT_EQ(cached(row[3]), "0") << row[3];
-    EXPECT_EQ(cached(row[4]), "1024") << row[4];
-    EXPECT_EQ(cached(row[5]), "1024") << row[5];
+    EXPECT_EQ(cached(row[3]), 0) << row[3];
+    // The user's message begins after the system prompt: the warm runs resume there.
+    for (size_t column : {4, 5, 6}) EXPECT_EQ(cached(row[column]), 1100) << row[column];
     EXPECT_EQ(row[5].find("not from host"), std::string::npos) << row[5];
-    EXPECT_EQ(cached(row[6]), "0") << row[6];
-    for (size_t turn = 7; turn < 11; ++turn) EXPECT_EQ(cached(row[turn]), "1024") << row[turn];
+    EXPECT_EQ(row[6].find("not from disk"), std::string::npos) << row[6];
+    // Turn 1 runs cold; each later turn resumes where its new message begins (the last answer's
+    // end, prefilled ahead), further each time.
+    EXPECT_EQ(cached(row[7]), 0) << row[7];
+    for (size_t turn = 8; turn < 12; ++turn) EXPECT_GT(cached(row[turn]), turn == 8 ? 1100 : cached(row[turn - 1])) << row[turn];
     EXPECT_GT(number(row[3].substr(0, row[3].find(' '))), 0.0);
   }
 }

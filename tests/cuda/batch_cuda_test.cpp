@@ -11,6 +11,7 @@
 #include "backend/memory.h"
 #include "backend/tuning.h"
 #include "batch_check.h"
+#include "prefix_check.h"
 #include "formats/safetensors.h"
 #include "model/golden.h"
 #include "model/synthetic.h"
@@ -158,6 +159,25 @@ TEST_P(CudaBatchExactness, CachedPrefixesGiveTheColdTokens) {
     EXPECT_EQ(w->result->tokens, alone.tokens) << "request " << i;
     EXPECT_EQ(w->result->cached_tokens, want_cached[i]) << "request " << i;
   }
+}
+
+// The prefix cache's tiers on the GPU (tests/prefix_check.h): host memory; disk across a restart;
+// prompts cut where their messages begin (resuming in a partly filled block, copied on the device);
+// the next turn prefilled ahead. Each against cold runs of the same requests.
+TEST_P(CudaBatchExactness, PrefixesMovedToHostMemoryComeBackExactly) {
+  test::check_host_tier([&] { return load(); }, options, test::load_golden("llama").prompt);
+}
+
+TEST_P(CudaBatchExactness, PrefixesOnDiskSurviveARestartExactly) {
+  test::check_disk_restart([&] { return load(); }, options, test::load_golden("llama").prompt);
+}
+
+TEST_P(CudaBatchExactness, PrefixesCachedAtMessageStartsGiveTheColdTokens) {
+  test::check_message_starts([&] { return load(); }, options, test::load_golden("llama").prompt, 2);
+}
+
+TEST_P(CudaBatchExactness, BackgroundPrefillsLeaveTheNextTurnAndGiveWay) {
+  test::check_background_prefill([&] { return load(); }, options, test::load_golden("llama").prompt);
 }
 
 TEST_P(CudaBatchExactness, CancellationsLeaveTheOthersExact) {

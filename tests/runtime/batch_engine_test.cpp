@@ -4,8 +4,16 @@
 // while others decode, more requests than slots (slots are reused), arrivals while others
 // generate, cancellations (by the callback and while waiting), and too few KV blocks (preemption).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
+
+#include <algorithm>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +21,7 @@
 
 #include "../model/tiny_configs.h"
 #include "batch_check.h"
+#include "prefix_check.h"
 #include "formats/safetensors.h"
 #include "model/golden.h"
 #include "model/synthetic.h"
@@ -26,11 +35,14 @@ using runtime::Engine;
 using runtime::EngineOptions;
 using runtime::FinishReason;
 using runtime::GenerationRequest;
+using runtime::GenerationResult;
 using test::check_batch;
 using test::nth_request;
 using test::Outcome;
 using test::recorder_for;
 using test::run_alone;
+using test::StateDir;
+using test::system_prompt_requests;
 
 struct Case {
   const char* model;
@@ -164,55 +176,27 @@ TEST_P(BatchExactness, CachedPrefixesGiveTheColdTokens) {
   const runtime::EngineStats s = warm.stats();
   EXPECT_GT(s.prefix_hits, 0u);
   EXPECT_GT(s.prefix_misses, 0u);
-  EXPECT_LE(s.prefix_entries, 6);
+  EXPECT_LE(s.prefix.device_entries, 6);
   EXPECT_EQ(s.slots_free, 3);
 }
 
-// The prefix cache's host tier: with one device entry, prefixes move to host memory as others are
-// cached; a prompt that begins with one takes fresh blocks, gets the bytes back and gives its cold
-// tokens. With no host memory they are dropped instead, and prompts run cold, with the same tokens.
+// The prefix cache's tiers (tests/prefix_check.h): host memory; disk across a restart; prompts cut
+// where their messages begin (resuming in a partly filled block); the next turn prefilled ahead.
 TEST_P(BatchExactness, PrefixesMovedToHostMemoryComeBackExactly) {
-  Engine cold(load(), options(1));
-  const int64_t V = cold.model().config().vocab_size;
-  auto request = [&](int i, int system, int tail) {
-    GenerationRequest r = test::nth_request(base(), V, i);
-    r.prompt.clear();
-    for (int k = 0; k < 24; ++k) r.prompt.push_back(static_cast<int32_t>((system * 37 + k * 13 + 2) % V));
-    for (int k = 0; k < tail; ++k) r.prompt.push_back(static_cast<int32_t>((i * 31 + k * 7 + 5) % V));
-    return r;
-  };
-  const GenerationRequest requests[] = {request(0, 1, 5), request(1, 2, 6), request(2, 1, 9),
-                                        request(4, 2, 3), request(5, 1, 4)};
-  std::vector<Outcome> alone;
-  for (const GenerationRequest& r : requests) alone.push_back(run_alone(cold, r));
-  for (size_t host_bytes : {size_t{64} << 20, size_t{0}}) {
-    EngineOptions o = options(2);
-    o.kv_block_tokens = 8;
-    o.prefix_cache = 1;
-    o.prefix_cache_host_bytes = host_bytes;
-    Engine warm(load(), o);
-    for (size_t i = 0; i < std::size(requests); ++i) {
-      auto w = recorder_for(requests[i]);
-      warm.add(w);
-      while (!warm.idle()) warm.step();
-      ASSERT_TRUE(w->result) << i << ": " << w->error;
-      EXPECT_EQ(w->result->tokens, alone[i].tokens) << "host bytes " << host_bytes << ", request " << i;
-      if (host_bytes > 0 && i >= 2) {
-        EXPECT_EQ(w->result->cached_tokens, 24) << i;
-        EXPECT_TRUE(w->result->cached_from_host) << i;
-      }
-    }
-    const runtime::EngineStats s = warm.stats();
-    if (host_bytes > 0) {
-      EXPECT_EQ(s.prefix_host_hits, 3u);
-      EXPECT_GT(s.prefix_host_entries, 0);
-      EXPECT_GT(s.prefix_host_bytes, 0u);
-    } else {
-      EXPECT_EQ(s.prefix_host_hits, 0u);
-      EXPECT_EQ(s.prefix_host_entries, 0);
-    }
-    EXPECT_LE(s.prefix_entries, 1);
-  }
+  test::check_host_tier([&] { return load(); }, [&](int64_t n) { return options(n); }, base());
+}
+
+TEST_P(BatchExactness, PrefixesOnDiskSurviveARestartExactly) {
+  test::check_disk_restart([&] { return load(); }, [&](int64_t n) { return options(n); }, base());
+}
+
+TEST_P(BatchExactness, PrefixesCachedAtMessageStartsGiveTheColdTokens) {
+  test::check_message_starts([&] { return load(); }, [&](int64_t n) { return options(n); }, base(),
+                             GetParam().run_ahead == EngineOptions::RunAhead::kOff ? 1 : 2);
+}
+
+TEST_P(BatchExactness, BackgroundPrefillsLeaveTheNextTurnAndGiveWay) {
+  test::check_background_prefill([&] { return load(); }, [&](int64_t n) { return options(n); }, base());
 }
 
 // The prefix cache and preemption together: 12 requests in 9 slots with KV blocks for little more
@@ -288,6 +272,183 @@ TEST_P(BatchExactness, CachedPrefixesGiveWayToAPreemptedRequest) {
     EXPECT_EQ(works[i]->result->tokens, run_alone(cold, requests[i]).tokens) << "request " << i;
   }
   EXPECT_GT(warm.stats().preemptions, 0u);
+}
+
+// Prefixes pushed out of memory (one device entry, no host memory) move to disk, and a prompt that
+// begins with one is served from its file, exactly.
+TEST_P(BatchExactness, PrefixesMovedToDiskComeBackExactly) {
+  Engine cold(load(), options(1));
+  const std::vector<GenerationRequest> requests = system_prompt_requests(base(), cold.model().config().vocab_size);
+  StateDir dir;
+  EngineOptions o = options(2);
+  o.kv_block_tokens = 8;
+  o.prefix_cache = 1;
+  o.state_dir = dir.path();
+  o.prefix_cache_disk_bytes = uint64_t{64} << 20;
+  Engine warm(load(), o);
+  for (size_t i = 0; i < std::size(requests); ++i) {
+    auto w = recorder_for(requests[i]);
+    warm.add(w);
+    while (!warm.idle()) warm.step();
+    ASSERT_TRUE(w->result) << i << ": " << w->error;
+    EXPECT_EQ(w->result->tokens, run_alone(cold, requests[i]).tokens) << "request " << i;
+    if (i >= 2) {
+      EXPECT_EQ(w->result->cached_tokens, 24) << i;
+      EXPECT_NE(w->result->cached_tier, runtime::CacheTier::kDevice) << i;  // the other prompt took the one slot
+    }
+  }
+  const runtime::PrefixCacheStats s = warm.stats().prefix;
+  EXPECT_EQ(s.host_entries, 0);
+  EXPECT_LE(s.device_entries, 1);
+  EXPECT_EQ(s.hits[static_cast<size_t>(runtime::CacheTier::kDevice)] +
+                s.hits[static_cast<size_t>(runtime::CacheTier::kDisk)],
+            3u);
+  EXPECT_GT(s.evictions[static_cast<size_t>(runtime::CacheTier::kDevice)], 0u);
+}
+
+// A file corrupted on disk (a flipped byte) is found when it is read: it is removed, and the prompt
+// runs cold, with the cold tokens; the engine goes on serving.
+TEST_P(BatchExactness, ACorruptPrefixFileIsRemovedAndThePromptRunsCold) {
+  Engine cold(load(), options(1));
+  const std::vector<GenerationRequest> requests = system_prompt_requests(base(), cold.model().config().vocab_size);
+  StateDir dir;
+  EngineOptions o = options(2);
+  o.kv_block_tokens = 8;
+  o.prefix_cache = 4;
+  o.state_dir = dir.path();
+  o.prefix_cache_disk_bytes = uint64_t{64} << 20;
+  {
+    Engine first(load(), o);
+    (void)run_alone(first, requests[0]);
+  }
+  ASSERT_EQ(dir.files().size(), 1u);
+  {
+    std::fstream f(dir.files()[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(std::filesystem::file_size(dir.files()[0]) / 2));
+    const int c = f.get();
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(dir.files()[0]) / 2));
+    f.put(static_cast<char>(c ^ 0x01));
+  }
+  auto second = std::make_unique<Engine>(load(), o);
+  for (size_t i : {2, 4}) {
+    auto w = recorder_for(requests[i]);
+    second->add(w);
+    while (!second->idle()) second->step();
+    ASSERT_TRUE(w->result) << i << ": " << w->error;
+    EXPECT_EQ(w->result->tokens, run_alone(cold, requests[i]).tokens) << "request " << i;
+    // The first runs cold (and caches its prefix anew); the second starts from that.
+    EXPECT_EQ(w->result->cached_tokens, i == 2 ? 0 : 24) << i;
+  }
+  EXPECT_EQ(second->stats().prefix.disk_read_failures, 1u);
+  second.reset();  // a restart: the file written anew is found
+  second = std::make_unique<Engine>(load(), o);
+  EXPECT_EQ(second->stats().prefix.disk_entries, 1);
+}
+
+// Requests sharing a prefix arrive together while it is being written to disk: every one gets its
+// cold tokens, and the file it leaves serves the next process.
+TEST_P(BatchExactness, RequestsSharingAPrefixWhileItIsWrittenAreExact) {
+  Engine cold(load(), options(1));
+  const int64_t V = cold.model().config().vocab_size;
+  std::vector<GenerationRequest> requests = system_prompt_requests(base(), V);
+  StateDir dir;
+  EngineOptions o = options(5);
+  o.kv_block_tokens = 8;
+  o.prefix_cache = 4;
+  o.state_dir = dir.path();
+  o.prefix_cache_disk_bytes = uint64_t{64} << 20;
+  {
+    Engine warm(load(), o);
+    std::vector<std::shared_ptr<test::Recorder>> works;
+    for (const GenerationRequest& r : requests) {
+      works.push_back(recorder_for(r));
+      warm.add(works.back());
+      warm.step();  // arrivals while the first prefixes are recorded and written
+    }
+    while (!warm.idle()) warm.step();
+    for (size_t i = 0; i < works.size(); ++i) {
+      ASSERT_TRUE(works[i]->result) << i << ": " << works[i]->error;
+      EXPECT_EQ(works[i]->result->tokens, run_alone(cold, requests[i]).tokens) << "request " << i;
+    }
+  }
+  Engine next(load(), o);
+  const runtime::GenerationResult r = next.generate(requests[4]);
+  EXPECT_EQ(r.tokens, run_alone(cold, requests[4]).tokens);
+  EXPECT_EQ(r.cached_tokens, 24);
+  EXPECT_EQ(r.cached_tier, runtime::CacheTier::kDisk);
+}
+
+// A full disk (a file-size limit, in a child process so that the limit stays there): every write
+// fails cleanly, the prefixes stay in memory, and every request gets its cold tokens.
+TEST_P(BatchExactness, AFullDiskFailsWritesAndServingGoesOn) {
+  StateDir dir;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{512, 512};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(3);
+    int status = 0;
+    try {
+      Engine cold(load(), options(1));
+      const std::vector<GenerationRequest> requests =
+          system_prompt_requests(base(), cold.model().config().vocab_size);
+      EngineOptions o = options(2);
+      o.kv_block_tokens = 8;
+      o.prefix_cache = 8;
+      o.state_dir = dir.path();
+      o.prefix_cache_disk_bytes = uint64_t{64} << 20;
+      Engine warm(load(), o);
+      for (const GenerationRequest& r : requests) {
+        auto w = recorder_for(r);
+        warm.add(w);
+        while (!warm.idle()) warm.step();
+        if (!w->result || w->result->tokens != run_alone(cold, r).tokens) status = 1;
+      }
+      const runtime::EngineStats s = warm.stats();
+      if (s.prefix.disk_write_failures == 0 || s.prefix.disk_writes != 0 || s.prefix.disk_entries != 0) status = 2;
+      if (s.prefix_hits != 3) status = 4;
+    } catch (...) {
+      status = 5;
+    }
+    ::_exit(status);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: tokens differ; 2: a write did not fail; 4: prefixes were not served; "
+                                       "3, 5: the child failed";
+  EXPECT_TRUE(dir.files().empty());  // no temporary left behind
+}
+
+// Cached prefixes that share all their blocks (two cuts in one block, 33 and 37) give them up to a
+// prompt that needs every block of the pool: demoting either alone frees none, both free the block.
+TEST_P(BatchExactness, PrefixesSharingAllTheirBlocksGiveThemUp) {
+  Engine cold(load(), options(1));
+  const int64_t V = cold.model().config().vocab_size;
+  EngineOptions o = options(1);
+  o.kv_block_tokens = 8;
+  o.kv_blocks = 12;  // one context of 96 tokens
+  o.prefix_cache = 16;
+  Engine warm(load(), o);
+  GenerationRequest first = test::nth_request(base(), V, 3);
+  first.prompt.resize(40);
+  for (int k = 0; k < 40; ++k) first.prompt[static_cast<size_t>(k)] = static_cast<int32_t>((k * 11 + 7) % V);
+  first.boundaries = {33, 37};
+  first.max_tokens = 4;
+  EXPECT_EQ(run_alone(warm, first).tokens, run_alone(cold, first).tokens);
+  GenerationRequest long_one = test::nth_request(base(), V, 5);
+  long_one.prompt.clear();
+  for (int k = 0; k < 90; ++k) long_one.prompt.push_back(static_cast<int32_t>((k * 13 + 1) % V));
+  long_one.max_tokens = 5;
+  auto w = recorder_for(long_one);
+  warm.add(w);
+  for (int steps = 0; !warm.idle(); ++steps) {
+    warm.step();
+    ASSERT_LT(steps, 500) << "the long prompt waits for blocks forever";
+  }
+  ASSERT_TRUE(w->result) << w->error;
+  EXPECT_EQ(w->result->tokens, run_alone(cold, long_one).tokens);
 }
 
 TEST_P(BatchExactness, CancellationsLeaveTheOthersExact) {

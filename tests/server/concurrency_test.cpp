@@ -131,8 +131,11 @@ TEST(ServerConcurrency, ClientsBeyondTheKvBlocksArePreemptedAndGetTheirSoloAnswe
 // cache_prompt: false runs cold.
 TEST(ServerConcurrency, CachedPromptPrefixesAnswerAsColdAndAreCounted) {
   model::SyntheticCheckpoint cold_weights, warm_weights;
+  // The cold server caches too (so that it cuts prompts where messages begin, as the warm one
+  // does), but is asked with cache_prompt: false, so that every prompt runs cold.
   test::TestServer cold(hybrid_with_qwen3_vocab(cold_weights), {},
-                        runtime::EngineOptions{.context_size = 256, .prefill_chunk = 8});
+                        runtime::EngineOptions{
+                            .context_size = 256, .prefill_chunk = 8, .kv_block_tokens = 8, .prefix_cache = 8});
   test::TestServer warm(hybrid_with_qwen3_vocab(warm_weights), {},
                         runtime::EngineOptions{.context_size = 256,
                                                .prefill_chunk = 8,
@@ -150,15 +153,28 @@ TEST(ServerConcurrency, CachedPromptPrefixesAnswerAsColdAndAreCounted) {
     EXPECT_EQ(r.status, 200) << r.body;
     return Json::parse(r.body);
   };
+  auto ask_cold = [&](const Json& b) {
+    Json bypass = b;
+    bypass["cache_prompt"] = false;
+    return ask(cold, bypass);
+  };
   const Json one = Json::array({first});
-  const Json a_cold = ask(cold, body(one)), a1 = ask(warm, body(one)), a2 = ask(warm, body(one));
-  const int64_t prompt = a1["usage"]["prompt_tokens"].get<int64_t>();
+  const Json a_cold = ask_cold(body(one)), a1 = ask(warm, body(one)), a2 = ask(warm, body(one));
+  // The warm server cuts chat prompts where messages begin (and every 8 tokens from there): the
+  // second ask resumes where the generation prompt's message begins, its last <|im_start|>.
+  Json tokenize = body(one);
+  tokenize["with_pieces"] = true;
+  const Json pieces = Json::parse(test::http_request(warm.port(), "POST", "/tokenize", tokenize.dump()).body)["pieces"];
+  int64_t last_start = -1;
+  for (size_t i = 0; i < pieces.size(); ++i)
+    if (pieces[i] == "<|im_start|>") last_start = static_cast<int64_t>(i);
+  ASSERT_GT(last_start, 0) << pieces.dump();
   EXPECT_EQ(a1["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
-  EXPECT_EQ(a2["usage"]["prompt_tokens_details"]["cached_tokens"], (prompt - 1) / 8 * 8);
+  EXPECT_EQ(a2["usage"]["prompt_tokens_details"]["cached_tokens"], last_start);
   EXPECT_EQ(a1["choices"][0]["message"]["content"], a_cold["choices"][0]["message"]["content"]);
   EXPECT_EQ(a2["choices"][0]["message"]["content"], a_cold["choices"][0]["message"]["content"]);
   EXPECT_FALSE(a1.contains("strata")) << a1.dump();
-  EXPECT_EQ(a2["strata"]["prefix_cache"]["cached_tokens"], (prompt - 1) / 8 * 8) << a2.dump();
+  EXPECT_EQ(a2["strata"]["prefix_cache"]["cached_tokens"], last_start) << a2.dump();
   EXPECT_EQ(a2["strata"]["prefix_cache"]["tier"], "device");
   // llama.cpp's cache_prompt: false runs the prompt cold (and counts no lookup).
   Json bypass = body(one);
@@ -169,7 +185,7 @@ TEST(ServerConcurrency, CachedPromptPrefixesAnswerAsColdAndAreCounted) {
   Json two = one;
   two.push_back({{"role", "assistant"}, {"content", a1["choices"][0]["message"]["content"]}});
   two.push_back({{"role", "user"}, {"content", "And by day?"}});
-  const Json b_cold = ask(cold, body(two)), b_warm = ask(warm, body(two));
+  const Json b_cold = ask_cold(body(two)), b_warm = ask(warm, body(two));
   EXPECT_GT(b_warm["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
   EXPECT_EQ(b_warm["choices"][0]["message"]["content"], b_cold["choices"][0]["message"]["content"]);
   const Json cache = warm.health()["engine"]["prefix_cache"];
@@ -177,6 +193,52 @@ TEST(ServerConcurrency, CachedPromptPrefixesAnswerAsColdAndAreCounted) {
   EXPECT_EQ(cache["misses"], 1);
   const std::string metrics = test::http_request(warm.port(), "GET", "/metrics").body;
   EXPECT_NE(metrics.find("strata_prefix_cache_lookups_total{outcome=\"hit\"} 2"), std::string::npos);
+}
+
+// After a chat answer the server prefills the next turn while idle: the conversation with the
+// answer in its history form, up to where the next message begins. The next turn then resumes
+// exactly there (at its new user message), and answers as a cold run does.
+TEST(ServerConcurrency, TheNextTurnIsPrefilledAheadAndAnswersAsCold) {
+  model::SyntheticCheckpoint cold_weights, warm_weights;
+  const runtime::EngineOptions options{
+      .context_size = 256, .prefill_chunk = 8, .kv_block_tokens = 8, .prefix_cache = 16};
+  test::TestServer cold(hybrid_with_qwen3_vocab(cold_weights), {}, options);
+  test::TestServer warm(hybrid_with_qwen3_vocab(warm_weights), {}, options);
+  auto body = [](const Json& messages, bool cache) {
+    return Json{{"messages", messages}, {"max_tokens", 10}, {"temperature", 0}, {"cache_prompt", cache},
+                {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  };
+  auto ask = [](test::TestServer& s, const Json& b) {
+    const test::HttpResult r = test::http_request(s.port(), "POST", "/v1/chat/completions", b.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Json::parse(r.body);
+  };
+  auto wait_idle = [](test::TestServer& s) {
+    for (int i = 0; i < 500; ++i) {
+      const Json r = s.health()["requests"];
+      if (r["running"] == 0 && r["waiting"] == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "the engine did not go idle";
+  };
+  Json messages = Json::array({{{"role", "system"}, {"content", "You answer in one short line."}},
+                               {{"role", "user"}, {"content", "Name a colour of the sea."}}});
+  const Json first = ask(warm, body(messages, true));
+  wait_idle(warm);  // the next turn prefilled
+  messages.push_back({{"role", "assistant"}, {"content", first["choices"][0]["message"]["content"]}});
+  messages.push_back({{"role", "user"}, {"content", "And of the sky?"}});
+  const Json second = ask(warm, body(messages, true));
+  Json tokenize = body(messages, true);
+  tokenize["with_pieces"] = true;
+  const Json pieces = Json::parse(test::http_request(warm.port(), "POST", "/tokenize", tokenize.dump()).body)["pieces"];
+  std::vector<int64_t> starts;
+  for (size_t i = 0; i < pieces.size(); ++i)
+    if (pieces[i] == "<|im_start|>") starts.push_back(static_cast<int64_t>(i));
+  ASSERT_EQ(starts.size(), 5u) << pieces.dump();  // system, user, assistant, user, the generation prompt
+  EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"], starts[3]) << second.dump();
+  EXPECT_EQ(second["choices"][0]["message"]["content"],
+            ask(cold, body(messages, false))["choices"][0]["message"]["content"]);
+  EXPECT_EQ(warm.health()["engine"]["prefix_cache"]["hits"], 1);
 }
 
 // n > 1: each choice is a sequence of its own, run together; with a seed, choice i is exactly the

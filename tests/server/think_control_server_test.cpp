@@ -20,7 +20,7 @@ using test::Streamed;
 using test::TestServer;
 using test::ThinkingModel;
 
-constexpr runtime::EngineOptions kEngine{.context_size = 4096, .prefill_chunk = 4096};
+const runtime::EngineOptions kEngine{.context_size = 4096, .prefill_chunk = 4096};
 
 // Thinks "<think>\n" + `thinking`, then repeats `loop` (or closes itself), then answers `answer`.
 std::unique_ptr<ThinkingModel> thinker(const std::string& thinking, const std::string& loop,
