@@ -120,4 +120,15 @@ struct BenchArgs {
 };
 int run_bench(const BenchArgs& args);
 
+// strata cache ls / clear: the prefix cache's files on disk, under the state root
+// (cli::state_root: the state_dir setting, else the data directory's).
+struct CacheArgs {
+  Settings settings;      // state_dir
+  bool json = false;      // ls: one JSON document
+  std::string model_dir;  // clear: only this model directory (16 hex digits); "": every one
+  bool yes = false;       // clear: no question asked (needed when stdin is not a terminal)
+};
+int run_cache_ls(const CacheArgs& args);
+int run_cache_clear(const CacheArgs& args);
+
 }  // namespace strata::cli

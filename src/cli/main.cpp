@@ -115,6 +115,8 @@ int main(int argc, char** argv) {
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "kv_blocks")->check(CLI::NonNegativeNumber);
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "prefix_cache")->check(CLI::NonNegativeNumber);
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "prefix_cache_host_mib")->check(CLI::NonNegativeNumber);
+  add_setting_flag<int64_t>(*serve_cmd, setting_flags, "prefix_cache_disk_mib")->check(CLI::NonNegativeNumber);
+  add_setting_flag(*serve_cmd, setting_flags, "state_dir");
   serve_cmd->add_option("--max-concurrency", serve.max_concurrency, "Requests admitted at once (generating + queued); more get 503")
       ->check(CLI::Range(1, 4096));
   serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes, "Largest request body accepted (413 beyond)")
@@ -220,6 +222,23 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{513}, int64_t{1} << 20));
   bench_cmd->add_option("--output,-o", bench.output, "Also write the markdown to this file");
 
+  CacheArgs cache;
+  auto* cache_cmd = app.add_subcommand(
+      "cache", "List or clear the prefix cache's files on disk (the state directory)");
+  cache_cmd->require_subcommand(1);
+  auto* cache_ls = cache_cmd->add_subcommand("ls",
+                                             "List each model directory (fingerprint, entries, "
+                                             "bytes) and its cached prefixes; changes nothing");
+  add_setting_flag(*cache_ls, setting_flags, "state_dir");
+  cache_ls->add_flag("--json", cache.json, "Print one JSON document");
+  auto* cache_clear = cache_cmd->add_subcommand(
+      "clear",
+      "Remove the cached prefixes (*.state, *.state.tmp) and the model directories they empty");
+  add_setting_flag(*cache_clear, setting_flags, "state_dir");
+  cache_clear->add_option("--model-dir", cache.model_dir,
+                          "Only this model directory (16 hex digits, as cache ls shows)");
+  cache_clear->add_flag("--yes,-y", cache.yes, "Do not ask (needed when stdin is not a terminal)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -243,6 +262,10 @@ int main(int argc, char** argv) {
     if (*serve_cmd) return run_serve(with_model(serve));
     if (*chat_cmd) return run_chat(with_model(chat));
     if (*render_cmd) return run_render(render);
+    if (*cache_cmd) {
+      cache.settings = settings;
+      return *cache_ls ? run_cache_ls(cache) : run_cache_clear(cache);
+    }
     if (*bench_cmd) {
       bench.settings = settings;
       bench.command_line = "strata";
