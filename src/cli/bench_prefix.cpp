@@ -155,6 +155,9 @@ std::string bench_prefix(const std::string& name, const Json& config, int bits, 
   drop_from_page_cache(state_dir);
   (void)run_one(*engine, tokens_of(99, 64, vocab), none, 2);
   const Run disk = run_one(*engine, with(system, 3), user_start, plan.answer);
+  const runtime::PrefixCacheStats read = engine->stats().prefix;
+  std::fprintf(stderr, "bench: after the restart, %.0f MB read from disk in %.0f ms (checksum included)\n",
+               static_cast<double>(read.disk_read_bytes) / 1e6, read.disk_read_seconds * 1e3);
   engine.reset();
   std::filesystem::remove_all(state_dir);
   // The session, on an engine that has seen nothing: each turn a user message and the answer, and

@@ -275,13 +275,7 @@ void Engine::admit() {
       work->on_failure(std::current_exception());
       continue;
     }
-    // Preempted requests get blocks first; a new one starts when its first chunk's blocks are free.
-    const int64_t first_chunk =
-        std::min<int64_t>(options_.prefill_chunk, static_cast<int64_t>(work->request.prompt.size()));
-    // Cached prefixes give their blocks up before a request waits for them.
-    while (pool_.free_kv_blocks() < pool_.blocks_for(first_chunk) && cache_.evict()) {
-    }
-    if (stats_.swapped > 0 || pool_.free_kv_blocks() < pool_.blocks_for(first_chunk)) break;
+    if (stats_.swapped > 0) break;  // preempted requests get blocks first
     const int slot = pool_.acquire();
     if (slot < 0) break;  // arrival order: the first waiting request runs first
     waiting_.pop_front();
@@ -290,7 +284,7 @@ void Engine::admit() {
     Cuts plan;
     try {
       plan = cuts(work->request);
-      if (work->request.prefix_cache) cached = cache_.resume(slot, work->request.prompt, plan.at, plan.keys, &tier, !work->request.background);
+      if (work->request.prefix_cache) cached = cache_.resume(slot, work->request.prompt, plan.at, plan.keys, &tier);
     } catch (...) {
       pool_.release(slot);
       ++stats_.failed;
@@ -305,13 +299,23 @@ void Engine::admit() {
       waiting_for_disk_ = true;
       break;
     }
+    // It starts once it holds the blocks of its first chunk after the cached prefix; other cached
+    // prefixes give theirs up first (not the one it resumes from: the slot keeps those blocks too).
+    // Otherwise it waits, first in line.
+    const auto next_cut = std::upper_bound(plan.at.begin(), plan.at.end(), cached);
+    const int64_t first_end = next_cut != plan.at.end() ? *next_cut : static_cast<int64_t>(work->request.prompt.size());
+    bool held = pool_.reserve(slot, first_end);
+    while (!held && cache_.evict()) held = pool_.reserve(slot, first_end);
+    if (!held) {
+      pool_.release(slot);
+      waiting_.push_front(std::move(work));
+      break;
+    }
     if (cache_.enabled() && work->request.prefix_cache && !work->request.background) {  // (clients' lookups)
       ++(cached > 0 ? stats_.prefix_hits : stats_.prefix_misses);
       stats_.cached_tokens += static_cast<uint64_t>(cached);
+      cache_.count_hit(tier);
     }
-    const int64_t prompt_len = static_cast<int64_t>(work->request.prompt.size());
-    // Free, as checked (the chunk after a cached prefix needs no more): later arrivals see them taken.
-    (void)pool_.reserve(slot, cached + std::min(options_.prefill_chunk, prompt_len - cached));
     start(std::move(work), slot, cached, tier, std::move(plan));
   }
 }

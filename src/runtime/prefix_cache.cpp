@@ -153,7 +153,7 @@ std::shared_ptr<StateBytes> PrefixCache::device_bytes(const Entry& e) const {
 }
 
 int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, std::span<const int64_t> cuts,
-                            std::span<const uint64_t> keys, CacheTier* tier, bool counted) {
+                            std::span<const uint64_t> keys, CacheTier* tier) {
   if (tier != nullptr) *tier = CacheTier::kNone;
   if (!enabled() || entries_.empty()) return 0;
   const Entry* best = nullptr;
@@ -179,14 +179,13 @@ int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, std::span
     const auto length = static_cast<int64_t>(e.tokens.size());
     e.used = ++clock_;  // (evictions making room spare it while they can)
     while (!pool_.share_prefix(slot, find(key)->blocks, length))  // a block for a partly filled last one
-      if (!evict() || find(key) == nullptr || find(key)->tier != CacheTier::kDevice) return 0;
+      if (!evict_sparing(key)) return 0;
     const Entry& d = *find(key);
     copy_recurrent(seq, d.recurrent, /*to_copies=*/false);
     seq.assume(d.tokens);
   } else if (!promote(key, slot)) {
     return 0;
   }
-  if (counted) ++stats_.hits[tier_index(from)];
   if (tier != nullptr) *tier = from;
   return static_cast<int64_t>(find(key)->tokens.size());
 }
@@ -194,11 +193,13 @@ int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, std::span
 bool PrefixCache::promote(uint64_t key, int slot) {
   // Marked used first, so that making room elsewhere spares it.
   find(key)->used = ++clock_;
+  // Making room may push it on down too (a tiny host budget): then its bytes are gone from here.
+  auto here = [&] { return find(key) != nullptr && find(key)->bytes != nullptr; };
   if (static_cast<int64_t>(count(CacheTier::kDevice)) >= capacity_) demote(least_used(CacheTier::kDevice));
-  if (find(key) == nullptr) return false;
+  if (!here()) return false;
   const auto length = static_cast<int64_t>(find(key)->tokens.size());
   while (!pool_.reserve(slot, length))
-    if (!evict() || find(key) == nullptr) return false;  // no blocks to be had, or it is gone
+    if (!evict_sparing(key) || !here()) return false;  // no blocks to be had
   Entry& e = *find(key);
   Sequence& seq = pool_.sequence(slot);
   const std::shared_ptr<const StateBytes> bytes = e.bytes;
@@ -246,7 +247,7 @@ void PrefixCache::record(int slot, uint64_t key, bool to_disk) {
   if (to_disk) write(key);
 }
 
-bool PrefixCache::evict() {
+bool PrefixCache::evict_sparing(std::optional<uint64_t> spare) {
   // The blocks device entries hold, and how many hold each.
   std::unordered_map<int32_t, int32_t> held;
   for (const Entry& e : entries_)
@@ -260,7 +261,7 @@ bool PrefixCache::evict() {
   auto older = [&](size_t i, size_t than) { return than == entries_.size() || entries_[i].used < entries_[than].used; };
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
-    if (e.tier != CacheTier::kDevice) continue;
+    if (e.tier != CacheTier::kDevice || e.key == spare) continue;
     if (older(i, alone) && std::any_of(e.blocks.begin(), e.blocks.end(), [&](int32_t b) { return pool_.keepers(b) == 1; }))
       alone = i;
     if (older(i, shared) &&

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -89,9 +90,12 @@ class PrefixCache {
   // length, 0 when none (or when a host entry finds too few free blocks), -1 when it is on disk and
   // being read (ask again later: poll() says when). When found, the slot's sequence (empty,
   // holding no blocks) takes that state and those tokens; `tier` says which tier served it.
-  // A hit counts in stats() unless `counted` is false (the engine's own background requests).
   int64_t resume(int slot, std::span<const int32_t> prompt, std::span<const int64_t> cuts,
-                 std::span<const uint64_t> keys, CacheTier* tier = nullptr, bool counted = true);
+                 std::span<const uint64_t> keys, CacheTier* tier = nullptr);
+  // Counts a hit of that tier in stats() (the engine counts its clients' requests once they start).
+  void count_hit(CacheTier tier) {
+    if (tier != CacheTier::kNone) ++stats_.hits[static_cast<size_t>(tier)];
+  }
   // Records the slot's sequence's state, whose length is a cut with this key, unless that prefix is
   // cached already; to_disk: also writes it to the disk tier (the longest prefix of a prompt).
   void record(int slot, uint64_t key, bool to_disk);
@@ -99,7 +103,7 @@ class PrefixCache {
   // moves to host memory, or down), else of one holding a block only entries keep (a few such
   // calls free it); false when no entry would ever free a block (entries whose blocks running
   // sequences keep stay).
-  bool evict();
+  bool evict() { return evict_sparing(std::nullopt); }
   // Takes in the disk tier's finished writes and reads; true when a read finished.
   bool poll();
   // Blocks until a disk job finishes or the timeout passes (when nothing else could run).
@@ -121,6 +125,7 @@ class PrefixCache {
     bool reading = false;    // a read of its file is on its way
     bool from_disk = false;  // a host entry just read from its file (the hit is the disk's)
   };
+  bool evict_sparing(std::optional<uint64_t> spare);  // evict(), never the entry of that key
   Entry* find(uint64_t key);
   size_t index_of(uint64_t key) const { return by_key_.at(key); }
   size_t count(CacheTier tier) const;
