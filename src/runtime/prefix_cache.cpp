@@ -156,12 +156,21 @@ int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, std::span
                             std::span<const uint64_t> keys, CacheTier* tier) {
   if (tier != nullptr) *tier = CacheTier::kNone;
   if (!enabled() || entries_.empty()) return 0;
+  // The longest cached prefix; but a prefix in device memory within one chunk of it is taken
+  // instead (running that chunk again costs less than copying a whole prefix in, and than the
+  // blocks a whole prefix takes: they may push every other prefix out of device memory).
   const Entry* best = nullptr;
-  for (size_t i = cuts.size(); i-- > 0 && best == nullptr;) {  // the longest first
+  for (size_t i = cuts.size(); i-- > 0;) {  // the longest first
     const Entry* e = find(keys[i]);
-    if (e != nullptr && static_cast<int64_t>(e->tokens.size()) == cuts[i] &&
-        std::equal(e->tokens.begin(), e->tokens.end(), prompt.begin()))
+    if (e == nullptr || static_cast<int64_t>(e->tokens.size()) != cuts[i] ||
+        !std::equal(e->tokens.begin(), e->tokens.end(), prompt.begin()))
+      continue;
+    if (best == nullptr) best = e;
+    if (e->tier == CacheTier::kDevice && cuts[i] + chunk_ >= static_cast<int64_t>(best->tokens.size())) {
       best = e;
+      break;
+    }
+    if (cuts[i] + chunk_ < static_cast<int64_t>(best->tokens.size())) break;  // none that near
   }
   if (best == nullptr) return 0;
   const uint64_t key = best->key;

@@ -86,8 +86,8 @@ class PrefixCache {
   // short of its end, ascending).
   std::vector<uint64_t> keys(std::span<const int32_t> prompt, std::span<const int64_t> cuts) const;
 
-  // The longest cached prefix of `prompt` at one of its cuts (keys: keys(prompt, cuts)): its
-  // length, 0 when none (or when a host entry finds too few free blocks), -1 when it is on disk and
+  // The longest cached prefix of `prompt` at one of its cuts (keys: keys(prompt, cuts)), or a
+  // shorter one in device memory within one chunk of it: its length, 0 when none (or when a host entry finds too few free blocks), -1 when it is on disk and
   // being read (ask again later: poll() says when). When found, the slot's sequence (empty,
   // holding no blocks) takes that state and those tokens; `tier` says which tier served it.
   int64_t resume(int slot, std::span<const int32_t> prompt, std::span<const int64_t> cuts,

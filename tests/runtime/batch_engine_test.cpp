@@ -429,6 +429,36 @@ TEST_P(BatchExactness, AFullDiskFailsWritesAndServingGoesOn) {
   EXPECT_TRUE(dir.files().empty());  // no temporary left behind
 }
 
+// A prefix in device memory within one chunk of a longer one in host memory is taken instead:
+// running that chunk costs less than copying the whole longer prefix in (and the blocks it takes).
+TEST_P(BatchExactness, ADevicePrefixWithinAChunkOfALongerHostOneIsTaken) {
+  Engine cold(load(), options(1));
+  const int64_t V = cold.model().config().vocab_size;
+  EngineOptions o = options(1);
+  o.kv_block_tokens = 8;
+  o.prefix_cache = 3;
+  o.prefix_cache_host_bytes = size_t{64} << 20;
+  Engine warm(load(), o);
+  auto prompt = [&](int seed, int n) {
+    GenerationRequest r = test::nth_request(base(), V, 2);
+    r.prompt.clear();
+    for (int k = 0; k < n; ++k) r.prompt.push_back(static_cast<int32_t>((seed * 53 + k * 11 + 7) % V));
+    return r;
+  };
+  (void)run_alone(warm, prompt(1, 40));  // cached at 8, 16, 24, 32: 16, 24, 32 in device memory
+  GenerationRequest shorter = prompt(1, 30);
+  shorter.prompt.back() = static_cast<int32_t>((shorter.prompt.back() + 1) % V);
+  EXPECT_EQ(warm.generate(shorter).cached_tokens, 24);  // 24 used last
+  (void)run_alone(warm, prompt(2, 20));  // two prefixes of its own push 16, then 32, to host memory
+  GenerationRequest longer = prompt(1, 40);
+  for (int k = 0; k < 4; ++k) longer.prompt.push_back(static_cast<int32_t>((k * 3 + 1) % V));
+  const GenerationResult r = warm.generate(longer);
+  EXPECT_EQ(r.tokens, run_alone(cold, longer).tokens);
+  EXPECT_EQ(r.cached_tokens, 24);
+  EXPECT_EQ(r.cached_tier, runtime::CacheTier::kDevice);
+  EXPECT_GT(warm.stats().prefix.host_entries, 0);
+}
+
 // Cached prefixes that share all their blocks (two cuts in one block, 33 and 37) give them up to a
 // prompt that needs every block of the pool: demoting either alone frees none, both free the block.
 TEST_P(BatchExactness, PrefixesSharingAllTheirBlocksGiveThemUp) {
