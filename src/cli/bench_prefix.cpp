@@ -119,6 +119,10 @@ std::string bench_prefix(const std::string& name, const Json& config, int bits, 
     runtime::EngineOptions o = engine_options(settings, ctx);
     o.prefix_cache = device_entries;
     o.prefix_cache_host_bytes = size_t{16} << 30;  // room for every prefix the runs leave
+    // KV blocks for four contexts: the server sizes its pool from half the GPU's memory, so that
+    // cached prefixes and a running request seldom compete for blocks (with blocks for one context
+    // only, a turn may wait while whole prefixes are copied out to make room).
+    o.kv_blocks = 4 * runtime::StatePool::blocks_for(ctx, o.kv_block_tokens);
     o.prefix_cache_disk_bytes = disk ? uint64_t{64} << 30 : 0;
     o.state_dir = disk ? state_dir : std::filesystem::path();
     return std::make_unique<runtime::Engine>(
@@ -171,6 +175,10 @@ std::string bench_prefix(const std::string& name, const Json& config, int bits, 
     starts.push_back(static_cast<int64_t>(history.size()));
     history = with(std::move(history), 10 + t);
     const Run r = run_one(*engine, history, starts, plan.answer);
+    const runtime::PrefixCacheStats p = engine->stats().prefix;
+    std::fprintf(stderr, "bench: turn %d: %.0f ms, %lld cached (%s); so far %llu device and %llu host evictions\n", t,
+                 r.ttft_ms, static_cast<long long>(r.cached), runtime::cache_tier_name(r.tier),
+                 static_cast<unsigned long long>(p.evictions[1]), static_cast<unsigned long long>(p.evictions[2]));
     starts.push_back(static_cast<int64_t>(history.size()));
     history.insert(history.end(), r.answer.begin(), r.answer.end());
     if (t < plan.turns) prefill_ahead(*engine, history, starts);
@@ -186,7 +194,7 @@ std::string prefix_notes(const PrefixPlan& plan) {
       "\nEach cell: time to first token in ms (prompt tokens served from the prefix cache). A system prompt of "
       "{} token ids and a {}-token user turn: cold on a fresh engine; warm, device: another user turn after "
       "it; warm, host: the same after another prompt pushed the prefix out of an engine's one device "
-      "entry into host memory; disk, after a restart: the same on a new engine over the state directory a first one wrote the prefix to, its files dropped from the page cache. Prompts are cut where each message begins (as the server cuts chat prompts) and every 512 tokens from there. Turns: a session on a fresh engine, each turn adding a {}-token user turn "
+      "entry into host memory; disk, after a restart: the same on a new engine over the state directory a first one wrote the prefix to, its files dropped from the page cache. Prompts are cut where each message begins (as the server cuts chat prompts) and every 512 tokens from there; the engines have KV blocks for four contexts. Turns: a session on a fresh engine, each turn adding a {}-token user turn "
       "to the history with the {} tokens the last turn answered (greedy); between turns the next one is "
       "prefilled ahead (untimed), as the server does after a chat answer.\n",
       plan.system, plan.user, plan.user, plan.answer);
