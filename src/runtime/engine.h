@@ -57,7 +57,7 @@ struct EngineOptions {
   // The disk tier (runtime/state_store.h): a root directory (empty: off) holding a directory per
   // model and state layout, at most this many bytes of files. Each prompt's longest cached prefix
   // is written there, and prefixes dropped from host memory move there; they survive restarts.
-  std::filesystem::path state_dir;
+  std::filesystem::path state_dir = {};
   uint64_t prefix_cache_disk_bytes = 0;
 };
 

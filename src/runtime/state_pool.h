@@ -71,7 +71,8 @@ class StatePool {
   void let_go(std::span<const int32_t> blocks);  // one keeper fewer
   int32_t keepers(int32_t block) const { return refs_.at(static_cast<size_t>(block)); }
   // The KV rows of the first `tokens` tokens whose blocks are `blocks` (in token order), as
-  // Sequence::save_kv lays them out, and back.
+  // Sequence::save_kv lays them out, and back (on a GPU through page-locked memory, a few
+  // megabytes of rows per transfer, then into their blocks on the device).
   size_t kv_bytes(int64_t tokens) const;
   void save_blocks(std::span<const int32_t> blocks, int64_t tokens, uint8_t* dst) const;
   void load_blocks(std::span<const int32_t> blocks, int64_t tokens, const uint8_t* src) const;
@@ -109,6 +110,8 @@ class StatePool {
   std::vector<backend::Upload> table_uploads_;  // per slot: its table's way to the device
   backend::Buffer tables_;                      // I32 [slots, blocks per sequence]
   Device device_ = Device::kCpu;
+  mutable backend::Upload bulk_{Device::kCpu};  // load_blocks' way up, and its device staging
+  mutable backend::Buffer staging_;
   int64_t capacity_ = 0;
   int64_t kv_blocks_ = 0;
   int64_t block_tokens_ = kBlockTokens;
