@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "parallel")->check(CLI::Range(0, 4096));
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "state_budget_mib")->check(CLI::NonNegativeNumber);
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "step_tokens")->check(CLI::PositiveNumber);
+  add_setting_flag<int64_t>(*serve_cmd, setting_flags, "prefill_chunk")->check(CLI::Range(16, 65536));
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "kv_blocks")->check(CLI::NonNegativeNumber);
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "prefix_cache")->check(CLI::NonNegativeNumber);
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "prefix_cache_host_mib")->check(CLI::NonNegativeNumber);

@@ -33,6 +33,7 @@ runtime::EngineOptions engine_options(const Settings& settings, int64_t context_
   options.run_ahead = settings.run_ahead ? runtime::EngineOptions::RunAhead::kAuto
                                          : runtime::EngineOptions::RunAhead::kOff;
   options.step_tokens = settings.step_tokens;
+  options.prefill_chunk = settings.prefill_chunk;
   options.prefix_cache = settings.prefix_cache;
   options.prefix_cache_host_bytes = static_cast<size_t>(settings.prefix_cache_host_mib) << 20;
   options.prefix_cache_disk_bytes = static_cast<uint64_t>(settings.prefix_cache_disk_mib) << 20;

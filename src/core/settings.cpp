@@ -66,6 +66,16 @@ const std::vector<SettingSpec>& table() {
                "arriving together sooner, smaller keeps running generations' steps short",
        .min = 1,
        .field = &Settings::step_tokens},
+      {.name = "prefill_chunk",
+       .type = SettingType::kInt,
+       .flag = "--prefill-chunk",
+       .env = "STRATA_PREFILL_CHUNK",
+       .help = "Prompt tokens per prefill forward, counted from each message's start: also the "
+               "interval at which the prefix cache keeps a prompt's state (a multiple of 64, the "
+               "KV block; other values run without the prefix cache)",
+       .min = 16,
+       .max = 65536,
+       .field = &Settings::prefill_chunk},
       {.name = "kv_blocks",
        .type = SettingType::kInt,
        .flag = "--kv-blocks",
@@ -79,8 +89,9 @@ const std::vector<SettingSpec>& table() {
        .type = SettingType::kInt,
        .flag = "--prefix-cache",
        .env = "STRATA_PREFIX_CACHE",
-       .help = "Prompt prefixes (whole 512-token chunks) kept in device memory so that later "
-               "requests starting with them skip their prefill, exactly as if they had run it; "
+       .help = "Prompt prefixes (the state every prefill_chunk tokens and where each chat message "
+               "begins) kept in device memory so that later requests starting with them skip "
+               "their prefill, exactly as if they had run it; "
                "each holds its KV blocks and, for hybrid models, a copy of the recurrent state "
                "(0: off)",
        .min = 0,

@@ -34,6 +34,7 @@ struct Settings {
   int64_t parallel = 0;          // 0: as many as state_budget_mib holds, at most 64
   int64_t state_budget_mib = 0;  // 0: half the GPU's free memory, or 1 GiB on the CPU
   int64_t step_tokens = 8192;    // runtime::EngineOptions::step_tokens
+  int64_t prefill_chunk = 512;   // runtime::EngineOptions::prefill_chunk (the prefix cache's interval)
   int64_t kv_blocks = 0;         // runtime::EngineOptions::kv_blocks; 0: what state_budget_mib holds
   int64_t prefix_cache = 32;     // runtime::EngineOptions::prefix_cache (entries; 0: off)
   int64_t prefix_cache_host_mib = 1024;  // EngineOptions::prefix_cache_host_bytes, in MiB
