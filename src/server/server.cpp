@@ -156,11 +156,15 @@ struct Server::Impl {
   // that next message's start, and its first token, run as a background request that generates
   // nothing: its prefill leaves the state at every message start in the prefix cache, so the next
   // turn starts from there. It runs only when nothing else waits, and gives way to any request
-  // that arrives (runtime::GenerationRequest::background); it is skipped when the queue is full.
+  // that arrives (runtime::GenerationRequest::background); it is skipped while other requests hold
+  // places in the queue.
   void prefill_next_turn(const ChatCompletionRequest& r, const text::chat::ParsedMessage& answer) {
     if (!options.settings.prefill_ahead || !message_start || !r.options.cache_prompt ||
         model.engine.options().prefix_cache == 0)
       return;
+    // Only while no other request holds a place (this one gave its place back before its answer
+    // went out): under load it would only wait, holding a place a client could use.
+    if (queue.stats().admitted > 0) return;
     try {
       text::chat::ChatRequest chat;
       chat.messages = r.messages;
