@@ -200,6 +200,9 @@ int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, std::span
 }
 
 bool PrefixCache::promote(uint64_t key, int slot) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
+  auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   // Marked used first, so that making room elsewhere spares it.
   find(key)->used = ++clock_;
   // Making room may push it on down too (a tiny host budget): then its bytes are gone from here.
@@ -209,10 +212,12 @@ bool PrefixCache::promote(uint64_t key, int slot) {
   const auto length = static_cast<int64_t>(find(key)->tokens.size());
   while (!pool_.reserve(slot, length))
     if (!evict_sparing(key) || !here()) return false;  // no blocks to be had
+  const Clock::time_point t1 = Clock::now();
   Entry& e = *find(key);
   Sequence& seq = pool_.sequence(slot);
   const std::shared_ptr<const StateBytes> bytes = e.bytes;
   pool_.load_blocks(seq.state().blocks, length, bytes->kv.data());
+  const Clock::time_point t2 = Clock::now();
   const uint8_t* src = bytes->recurrent.data();
   for (const model::StateBuffer& b : seq.state().buffers) {
     if (b.token_indexed) continue;
@@ -220,6 +225,7 @@ bool PrefixCache::promote(uint64_t key, int slot) {
     src += b.tensor.view().nbytes();
   }
   backend::synchronize(seq.state().buffers.front().tensor.device());  // before the bytes may go
+  const Clock::time_point t3 = Clock::now();
   seq.assume(e.tokens);
   e.blocks.assign(seq.state().blocks.begin(), seq.state().blocks.begin() + pool_.blocks_for(length));
   pool_.hold(e.blocks);
@@ -229,6 +235,9 @@ bool PrefixCache::promote(uint64_t key, int slot) {
   e.tier = CacheTier::kDevice;
   if (e.disk != Entry::Disk::kWriting) e.bytes.reset();  // (a write on its way keeps its own)
   e.from_disk = false;
+  log::debug("prefix cache: {} tokens back in device memory in {:.1f} ms (room {:.1f}, KV rows {:.1f}, recurrent {:.1f}, "
+             "device copy {:.1f})",
+             length, ms(t0, Clock::now()), ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, Clock::now()));
   return true;
 }
 
@@ -284,6 +293,7 @@ bool PrefixCache::evict_sparing(std::optional<uint64_t> spare) {
 }
 
 void PrefixCache::demote(size_t index) {
+  const auto t0 = std::chrono::steady_clock::now();
   Entry& e = entries_[index];
   const uint64_t key = e.key;
   const auto length = static_cast<int64_t>(e.tokens.size());
@@ -300,6 +310,8 @@ void PrefixCache::demote(size_t index) {
   e.tier = CacheTier::kHost;
   e.bytes = std::move(state);
   ++stats_.evictions[tier_index(CacheTier::kDevice)];
+  log::debug("prefix cache: {} tokens out of device memory in {:.1f} ms", length,
+             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   if (to_host && host_room(bytes, key)) {
     stats_.host_bytes += bytes;
     return;
