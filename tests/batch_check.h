@@ -94,6 +94,15 @@ inline std::shared_ptr<Recorder> recorder_for(GenerationRequest request) {
   return w;
 }
 
+// Adds `request` to `engine` and steps until the engine is idle; the recorder holds the result, or
+// the error.
+inline std::shared_ptr<Recorder> run_to_end(Engine& engine, GenerationRequest request) {
+  auto w = recorder_for(std::move(request));
+  engine.add(w);
+  while (!engine.idle()) engine.step();
+  return w;
+}
+
 inline void expect_same_logprobs(const std::vector<runtime::TokenLogprob>& a,
                                  const std::vector<runtime::TokenLogprob>& b,
                                  const std::string& what) {

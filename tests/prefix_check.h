@@ -46,6 +46,17 @@ class StateDir {
   std::filesystem::path path_;
 };
 
+// `o` with KV blocks of 8 tokens, `entries` prefixes in device memory and a disk tier of 64 MiB in
+// `dir`.
+inline EngineOptions disk_options(EngineOptions o, const std::filesystem::path& dir,
+                                  int64_t entries) {
+  o.kv_block_tokens = 8;
+  o.prefix_cache = entries;
+  o.state_dir = dir;
+  o.prefix_cache_disk_bytes = uint64_t{64} << 20;
+  return o;
+}
+
 // Five prompts, two system prompts of 24 tokens each with a user turn of its own.
 inline std::vector<GenerationRequest> system_prompt_requests(const std::vector<int32_t>& base, int64_t V) {
   auto request = [&](int i, int system, int tail) {
@@ -96,9 +107,7 @@ inline void check_host_tier(const ModelLoader& load, const OptionsFor& options, 
     o.prefix_cache_host_bytes = host_bytes;
     Engine warm(load(), o);
     for (size_t i = 0; i < std::size(requests); ++i) {
-      auto w = recorder_for(requests[i]);
-      warm.add(w);
-      while (!warm.idle()) warm.step();
+      const auto w = run_to_end(warm, requests[i]);
       ASSERT_TRUE(w->result) << i << ": " << w->error;
       EXPECT_EQ(w->result->tokens, alone[i].tokens) << "host bytes " << host_bytes << ", request " << i;
       if (host_bytes > 0 && i >= 2) {
@@ -128,11 +137,8 @@ inline void check_disk_restart(const ModelLoader& load, const OptionsFor& option
   std::vector<Outcome> alone;
   for (const GenerationRequest& r : requests) alone.push_back(run_alone(cold, r));
   StateDir dir;
-  EngineOptions o = options(2);
-  o.kv_block_tokens = 8;
-  o.prefix_cache = 8;  // nothing moves down: only the longest prefixes are written
-  o.state_dir = dir.path();
-  o.prefix_cache_disk_bytes = uint64_t{64} << 20;
+  // Eight device entries: nothing moves down, only the longest prefixes are written.
+  const EngineOptions o = disk_options(options(2), dir.path(), 8);
   {
     Engine first(load(), o);
     for (size_t i : {0, 1}) EXPECT_EQ(run_alone(first, requests[i]).tokens, alone[i].tokens) << i;
@@ -141,9 +147,7 @@ inline void check_disk_restart(const ModelLoader& load, const OptionsFor& option
   Engine second(load(), o);
   EXPECT_EQ(second.stats().prefix.disk_entries, 2);
   for (size_t i = 2; i < std::size(requests); ++i) {
-    auto w = recorder_for(requests[i]);
-    second.add(w);
-    while (!second.idle()) second.step();
+    const auto w = run_to_end(second, requests[i]);
     ASSERT_TRUE(w->result) << i << ": " << w->error;
     EXPECT_EQ(w->result->tokens, alone[i].tokens) << "request " << i;
     EXPECT_EQ(w->result->cached_tokens, 24) << i;
@@ -170,9 +174,7 @@ inline void check_message_starts(const ModelLoader& load, const OptionsFor& opti
   o.kv_block_tokens = 8;
   o.prefix_cache = 16;
   Engine warm(load(), o);
-  auto first = recorder_for(requests[0]);
-  warm.add(first);
-  while (!warm.idle()) warm.step();
+  auto first = run_to_end(warm, requests[0]);
   std::vector<std::shared_ptr<Recorder>> works = {first};
   for (size_t i = 1; i < requests.size(); ++i) {
     works.push_back(recorder_for(requests[i]));

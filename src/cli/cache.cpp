@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/human_bytes.h"
 #include "cli/model_loading.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -55,17 +56,6 @@ bool is_model_dir_name(std::string_view name) {
   return name.size() == 16 && std::ranges::all_of(name, [](char c) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
          });
-}
-
-std::string human_bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  auto b = static_cast<double>(bytes);
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", b, units[u]);
 }
 
 std::string iso_utc(fs::file_time_type t) {

@@ -4,23 +4,12 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/human_bytes.h"
 #include "cli/model_loading.h"
 #include "core/json.h"
 #include "model/model.h"
 
 namespace strata::cli {
-
-namespace {
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", b, units[u]);
-}
-}  // namespace
 
 int run_info(const InfoArgs& args) {
   auto model = model::load_model(args.model, load_options(args.settings, args.quantize));
@@ -64,11 +53,10 @@ int run_info(const InfoArgs& args) {
       "fingerprint     {}\n",
       i.family, i.layers, i.attention_layers, i.recurrent_layers, i.mtp_layers, c.hidden_size,
       c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, i.parameters,
-      static_cast<double>(i.parameters) / 1e6, i.quantization,
-      human_bytes(static_cast<double>(i.weight_bytes)), backend::device_name(model->device()),
-      human_bytes(static_cast<double>(state)), ctx_size,
-      model::kv_cache_type_name(i.kv_cache_dtype),
-      human_bytes(static_cast<double>(i.weight_bytes + state)), model->fingerprint());
+      static_cast<double>(i.parameters) / 1e6, i.quantization, human_bytes(i.weight_bytes),
+      backend::device_name(model->device()), human_bytes(state), ctx_size,
+      model::kv_cache_type_name(i.kv_cache_dtype), human_bytes(i.weight_bytes + state),
+      model->fingerprint());
   return 0;
 }
 

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <initializer_list>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace strata::server {
 
@@ -55,7 +58,7 @@ ProcessMemory process_memory() {
 
 namespace {
 
-std::string label_value(const std::string& s) {
+std::string label_value(std::string_view s) {
   std::string out;
   for (char c : s) {
     if (c == '\\')
@@ -85,6 +88,23 @@ void single(std::string& out, const char* name, const char* type, const char* he
   }
 }
 
+// One labelled sample: `name{label="value",...} number`.
+template <typename T>
+void sample(std::string& out, std::string_view name,
+            std::initializer_list<std::pair<std::string_view, std::string_view>> labels, T value) {
+  std::string text;
+  for (const auto& [label, label_text] : labels)
+    text += fmt::format("{}{}=\"{}\"", text.empty() ? "" : ",", label, label_value(label_text));
+  out += fmt::format("{}{{{}}} {}\n", name, text, value);
+}
+
+// A family's samples by one label, in order: `name{label="label_values[i]"} values[i]`.
+template <typename T, size_t N>
+void series(std::string& out, std::string_view name, std::string_view label,
+            const std::string_view (&label_values)[N], const T (&values)[N]) {
+  for (size_t i = 0; i < N; ++i) sample(out, name, {{label, label_values[i]}}, values[i]);
+}
+
 }  // namespace
 
 std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
@@ -106,10 +126,9 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
   family(out, "strata_http_connections_total", "counter",
          "Client connections, by what became of them: accepted, refused at a cap with nothing to "
          "evict, evicted to make room, closed at a deadline.");
-  out += fmt::format("strata_http_connections_total{{event=\"accepted\"}} {}\n", http.accepted);
-  out += fmt::format("strata_http_connections_total{{event=\"refused\"}} {}\n", http.refused);
-  out += fmt::format("strata_http_connections_total{{event=\"evicted\"}} {}\n", http.evicted);
-  out += fmt::format("strata_http_connections_total{{event=\"timed_out\"}} {}\n", http.timed_out);
+  series(out, "strata_http_connections_total", "event",
+         {"accepted", "refused", "evicted", "timed_out"},
+         {http.accepted, http.refused, http.evicted, http.timed_out});
   single(out, "strata_http_rejected_requests_total", "counter",
          "Requests the HTTP layer refused itself (malformed, too large, too slow, unknown route).",
          http.rejected_requests);
@@ -118,39 +137,43 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
   single(out, "strata_requests_waiting", "gauge", "Generations waiting for a sequence slot.", e.waiting);
   single(out, "strata_requests_running", "gauge", "Generations running on the engine (one slot each).", e.running);
   family(out, "strata_sequence_slots", "gauge", "Sequence state slots (--parallel), by use.");
-  out += fmt::format("strata_sequence_slots{{state=\"used\"}} {}\n", e.slots - e.slots_free);
-  out += fmt::format("strata_sequence_slots{{state=\"free\"}} {}\n", e.slots_free);
+  series(out, "strata_sequence_slots", "state", {"used", "free"},
+         {e.slots - e.slots_free, e.slots_free});
   family(out, "strata_kv_blocks", "gauge", "KV cache blocks of the pool (--kv-blocks; 64 tokens each), by use.");
-  out += fmt::format("strata_kv_blocks{{state=\"used\"}} {}\n", e.kv_blocks - e.kv_blocks_free);
-  out += fmt::format("strata_kv_blocks{{state=\"free\"}} {}\n", e.kv_blocks_free);
+  series(out, "strata_kv_blocks", "state", {"used", "free"},
+         {e.kv_blocks - e.kv_blocks_free, e.kv_blocks_free});
   single(out, "strata_requests_swapped", "gauge", "Running generations preempted now (their KV cache in host memory until blocks free up).", e.swapped);
   single(out, "strata_preemptions_total", "counter", "Generations preempted for KV blocks (their KV cache swapped to host memory).", e.preemptions);
   const runtime::PrefixCacheStats& p = e.prefix;
   family(out, "strata_prefix_cache_entries", "gauge", "Prompt prefixes kept for later requests, by tier (disk: files, whatever else holds them).");
-  out += fmt::format("strata_prefix_cache_entries{{tier=\"device\"}} {}\n", p.device_entries);
-  out += fmt::format("strata_prefix_cache_entries{{tier=\"host\"}} {}\n", p.host_entries);
-  out += fmt::format("strata_prefix_cache_entries{{tier=\"disk\"}} {}\n", p.disk_entries);
+  series(out, "strata_prefix_cache_entries", "tier", {"device", "host", "disk"},
+         {p.device_entries, p.host_entries, p.disk_entries});
   family(out, "strata_prefix_cache_bytes", "gauge", "Bytes holding cached prompt prefixes, by tier (device: their KV blocks are counted in strata_kv_blocks).");
-  out += fmt::format("strata_prefix_cache_bytes{{tier=\"host\"}} {}\n", p.host_bytes);
-  out += fmt::format("strata_prefix_cache_bytes{{tier=\"disk\"}} {}\n", p.disk_bytes);
+  series(out, "strata_prefix_cache_bytes", "tier", {"host", "disk"}, {p.host_bytes, p.disk_bytes});
   family(out, "strata_prefix_cache_hits_total", "counter", "Prefix-cache hits, by the tier that served them.");
   family(out, "strata_prefix_cache_evictions_total", "counter", "Cached prefixes that left a tier (moved down, or their file removed), by tier.");
   for (const runtime::CacheTier t : {runtime::CacheTier::kDevice, runtime::CacheTier::kHost, runtime::CacheTier::kDisk}) {
     const auto i = static_cast<size_t>(t);
-    out += fmt::format("strata_prefix_cache_hits_total{{tier=\"{}\"}} {}\n", runtime::cache_tier_name(t), p.hits[i]);
-    out += fmt::format("strata_prefix_cache_evictions_total{{tier=\"{}\"}} {}\n", runtime::cache_tier_name(t), p.evictions[i]);
+    sample(out, "strata_prefix_cache_hits_total", {{"tier", runtime::cache_tier_name(t)}},
+           p.hits[i]);
+    sample(out, "strata_prefix_cache_evictions_total", {{"tier", runtime::cache_tier_name(t)}},
+           p.evictions[i]);
   }
   family(out, "strata_prefix_cache_disk_operations_total", "counter", "Prefix-cache files written and read, by outcome.");
-  out += fmt::format("strata_prefix_cache_disk_operations_total{{op=\"write\",outcome=\"ok\"}} {}\n", p.disk_writes);
-  out += fmt::format("strata_prefix_cache_disk_operations_total{{op=\"write\",outcome=\"failed\"}} {}\n", p.disk_write_failures);
-  out += fmt::format("strata_prefix_cache_disk_operations_total{{op=\"read\",outcome=\"ok\"}} {}\n", p.disk_reads);
-  out += fmt::format("strata_prefix_cache_disk_operations_total{{op=\"read\",outcome=\"failed\"}} {}\n", p.disk_read_failures);
+  sample(out, "strata_prefix_cache_disk_operations_total", {{"op", "write"}, {"outcome", "ok"}},
+         p.disk_writes);
+  sample(out, "strata_prefix_cache_disk_operations_total", {{"op", "write"}, {"outcome", "failed"}},
+         p.disk_write_failures);
+  sample(out, "strata_prefix_cache_disk_operations_total", {{"op", "read"}, {"outcome", "ok"}},
+         p.disk_reads);
+  sample(out, "strata_prefix_cache_disk_operations_total", {{"op", "read"}, {"outcome", "failed"}},
+         p.disk_read_failures);
   family(out, "strata_prefix_cache_disk_seconds_total", "counter", "Time the disk tier's threads spent writing and reading files.");
-  out += fmt::format("strata_prefix_cache_disk_seconds_total{{op=\"write\"}} {}\n", p.disk_write_seconds);
-  out += fmt::format("strata_prefix_cache_disk_seconds_total{{op=\"read\"}} {}\n", p.disk_read_seconds);
+  series(out, "strata_prefix_cache_disk_seconds_total", "op", {"write", "read"},
+         {p.disk_write_seconds, p.disk_read_seconds});
   family(out, "strata_prefix_cache_lookups_total", "counter", "Requests that looked for a cached prompt prefix, by outcome.");
-  out += fmt::format("strata_prefix_cache_lookups_total{{outcome=\"hit\"}} {}\n", e.prefix_hits);
-  out += fmt::format("strata_prefix_cache_lookups_total{{outcome=\"miss\"}} {}\n", e.prefix_misses);
+  series(out, "strata_prefix_cache_lookups_total", "outcome", {"hit", "miss"},
+         {e.prefix_hits, e.prefix_misses});
   single(out, "strata_prefix_cache_tokens_total", "counter", "Prompt tokens served from cached prefixes instead of being run.", e.cached_tokens);
   single(out, "strata_engine_steps_total", "counter", "Engine steps run (each serves every running generation).", e.steps);
   single(out, "strata_engine_step_tokens_total", "counter", "Tokens the model ran in engine steps (prompt chunks and generated tokens).", e.step_tokens);
@@ -158,9 +181,8 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
   single(out, "strata_engine_decode_tokens_total", "counter", "Decode tokens those model steps ran.", e.decode_tokens);
   single(out, "strata_engine_step_requests_total", "counter", "Generations served by engine steps, summed over steps.", e.step_requests);
   family(out, "strata_generations_total", "counter", "Generations ended, by outcome.");
-  out += fmt::format("strata_generations_total{{outcome=\"finished\"}} {}\n", e.finished);
-  out += fmt::format("strata_generations_total{{outcome=\"cancelled\"}} {}\n", e.cancelled);
-  out += fmt::format("strata_generations_total{{outcome=\"failed\"}} {}\n", e.failed);
+  series(out, "strata_generations_total", "outcome", {"finished", "cancelled", "failed"},
+         {e.finished, e.cancelled, e.failed});
 
   single(out, "strata_prompt_tokens_total", "counter", "Prompt tokens processed.", e.prompt_tokens);
   single(out, "strata_generation_tokens_total", "counter", "Tokens generated.", e.generated_tokens);

@@ -152,9 +152,7 @@ TEST_P(CudaBatchExactness, CachedPrefixesGiveTheColdTokens) {
   const int64_t want_cached[] = {0, 24, 24, 8, 24};
   for (size_t i = 0; i < std::size(requests); ++i) {
     const test::Outcome alone = test::run_alone(cold, requests[i]);
-    auto w = test::recorder_for(requests[i]);
-    warm.add(w);
-    while (!warm.idle()) warm.step();
+    const auto w = test::run_to_end(warm, requests[i]);
     ASSERT_TRUE(w->result) << i << ": " << w->error;
     EXPECT_EQ(w->result->tokens, alone.tokens) << "request " << i;
     EXPECT_EQ(w->result->cached_tokens, want_cached[i]) << "request " << i;

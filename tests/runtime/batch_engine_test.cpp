@@ -39,10 +39,12 @@ using runtime::FinishReason;
 using runtime::GenerationRequest;
 using runtime::GenerationResult;
 using test::check_batch;
+using test::disk_options;
 using test::nth_request;
 using test::Outcome;
 using test::recorder_for;
 using test::run_alone;
+using test::run_to_end;
 using test::StateDir;
 using test::system_prompt_requests;
 
@@ -157,9 +159,7 @@ TEST_P(BatchExactness, CachedPrefixesGiveTheColdTokens) {
   std::vector<Outcome> alone;
   for (const GenerationRequest& r : requests) alone.push_back(run_alone(cold, r));
   for (size_t i = 0; i < std::size(requests); ++i) {
-    auto w = recorder_for(requests[i]);
-    warm.add(w);
-    while (!warm.idle()) warm.step();
+    const auto w = run_to_end(warm, requests[i]);
     ASSERT_TRUE(w->result) << i << ": " << w->error;
     EXPECT_EQ(w->result->tokens, alone[i].tokens) << "request " << i;
     EXPECT_EQ(w->result->cached_tokens, want_cached[i]) << "request " << i;
@@ -282,16 +282,9 @@ TEST_P(BatchExactness, PrefixesMovedToDiskComeBackExactly) {
   Engine cold(load(), options(1));
   const std::vector<GenerationRequest> requests = system_prompt_requests(base(), cold.model().config().vocab_size);
   StateDir dir;
-  EngineOptions o = options(2);
-  o.kv_block_tokens = 8;
-  o.prefix_cache = 1;
-  o.state_dir = dir.path();
-  o.prefix_cache_disk_bytes = uint64_t{64} << 20;
-  Engine warm(load(), o);
+  Engine warm(load(), disk_options(options(2), dir.path(), 1));
   for (size_t i = 0; i < std::size(requests); ++i) {
-    auto w = recorder_for(requests[i]);
-    warm.add(w);
-    while (!warm.idle()) warm.step();
+    const auto w = run_to_end(warm, requests[i]);
     ASSERT_TRUE(w->result) << i << ": " << w->error;
     EXPECT_EQ(w->result->tokens, run_alone(cold, requests[i]).tokens) << "request " << i;
     if (i >= 2) {
@@ -314,11 +307,7 @@ TEST_P(BatchExactness, ACorruptPrefixFileIsRemovedAndThePromptRunsCold) {
   Engine cold(load(), options(1));
   const std::vector<GenerationRequest> requests = system_prompt_requests(base(), cold.model().config().vocab_size);
   StateDir dir;
-  EngineOptions o = options(2);
-  o.kv_block_tokens = 8;
-  o.prefix_cache = 4;
-  o.state_dir = dir.path();
-  o.prefix_cache_disk_bytes = uint64_t{64} << 20;
+  const EngineOptions o = disk_options(options(2), dir.path(), 4);
   {
     Engine first(load(), o);
     (void)run_alone(first, requests[0]);
@@ -333,9 +322,7 @@ TEST_P(BatchExactness, ACorruptPrefixFileIsRemovedAndThePromptRunsCold) {
   }
   auto second = std::make_unique<Engine>(load(), o);
   for (size_t i : {2, 4}) {
-    auto w = recorder_for(requests[i]);
-    second->add(w);
-    while (!second->idle()) second->step();
+    const auto w = run_to_end(*second, requests[i]);
     ASSERT_TRUE(w->result) << i << ": " << w->error;
     EXPECT_EQ(w->result->tokens, run_alone(cold, requests[i]).tokens) << "request " << i;
     // The first runs cold (and caches its prefix anew); the second starts from that.
@@ -354,11 +341,7 @@ TEST_P(BatchExactness, RequestsSharingAPrefixWhileItIsWrittenAreExact) {
   const int64_t V = cold.model().config().vocab_size;
   std::vector<GenerationRequest> requests = system_prompt_requests(base(), V);
   StateDir dir;
-  EngineOptions o = options(5);
-  o.kv_block_tokens = 8;
-  o.prefix_cache = 4;
-  o.state_dir = dir.path();
-  o.prefix_cache_disk_bytes = uint64_t{64} << 20;
+  const EngineOptions o = disk_options(options(5), dir.path(), 4);
   {
     Engine warm(load(), o);
     std::vector<std::shared_ptr<test::Recorder>> works;
@@ -408,16 +391,9 @@ TEST_P(BatchExactness, AFullDiskFailsWritesAndServingGoesOn) {
   }
   Engine cold(load(), options(1));
   const std::vector<GenerationRequest> requests = system_prompt_requests(base(), cold.model().config().vocab_size);
-  EngineOptions o = options(2);
-  o.kv_block_tokens = 8;
-  o.prefix_cache = 8;
-  o.state_dir = dir.path();
-  o.prefix_cache_disk_bytes = uint64_t{64} << 20;
-  Engine warm(load(), o);
+  Engine warm(load(), disk_options(options(2), dir.path(), 8));
   for (size_t i = 0; i < requests.size(); ++i) {
-    auto w = recorder_for(requests[i]);
-    warm.add(w);
-    while (!warm.idle()) warm.step();
+    const auto w = run_to_end(warm, requests[i]);
     ASSERT_TRUE(w->result) << i << ": " << w->error;
     EXPECT_EQ(w->result->tokens, run_alone(cold, requests[i]).tokens) << "request " << i;
   }

@@ -8,10 +8,10 @@
 #include <omp.h>
 
 #include <cmath>
-#include <random>
 
 #include "core/error.h"
 #include "runtime/sequence.h"
+#include "model_util.h"
 #include "test_util.h"
 
 int64_t heap_allocations();  // alloc_counter.cpp
@@ -21,23 +21,9 @@ namespace {
 
 using runtime::Sequence;
 using runtime::Snapshot;
-
-std::unique_ptr<model::Model> load(const std::string& name) {
-  return model::load_model(test::test_fixture("models/" + name));
-}
-
-std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
-
-int32_t argmax(const HostTensor& logits) {
-  const float* p = logits.as<float>();
-  return static_cast<int32_t>(std::max_element(p, p + logits.numel()) - p);
-}
+using test::argmax;
+using test::load_fixture_model;
+using test::random_tokens;
 
 bool same(const HostTensor& a, const HostTensor& b) {
   return a.numel() == b.numel() && std::memcmp(a.as<void>(), b.as<void>(), a.view().nbytes()) == 0;
@@ -57,7 +43,7 @@ std::vector<int32_t> greedy(model::Model& m, Sequence& seq, HostTensor& logits, 
 class SequenceState : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SequenceState, RestoreAfterExtraStepsGivesTheLogitsOfNeverTakingThem) {
-  auto m = load(GetParam());
+  auto m = load_fixture_model(GetParam());
   const int64_t V = m->config().vocab_size;
   const std::vector<int32_t> prompt = random_tokens(40, V, 1);
   Sequence seq(*m, 128);
@@ -86,7 +72,7 @@ TEST_P(SequenceState, RestoreAfterExtraStepsGivesTheLogitsOfNeverTakingThem) {
 }
 
 TEST_P(SequenceState, SnapshotAndRestoreDoNotAllocate) {
-  auto m = load(GetParam());
+  auto m = load_fixture_model(GetParam());
   Sequence seq(*m, 64);
   HostTensor logits(DType::kF32, {m->config().vocab_size});
   seq.forward(*m, random_tokens(10, m->config().vocab_size, 2), logits, false);
@@ -104,7 +90,7 @@ TEST_P(SequenceState, DecodeStepsAllocateNothingAfterWarmUp) {
   // work during the warm-up would size its buffers later (once), which the count would catch.
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  auto m = load(GetParam());
+  auto m = load_fixture_model(GetParam());
   Sequence seq(*m, 64);
   HostTensor logits(DType::kF32, {m->config().vocab_size});
   seq.forward(*m, random_tokens(10, m->config().vocab_size, 17), logits, false);
@@ -119,7 +105,7 @@ TEST_P(SequenceState, DecodeStepsAllocateNothingAfterWarmUp) {
 }
 
 TEST_P(SequenceState, SerializeDeserializeContinueGivesIdenticalTokens) {
-  auto m = load(GetParam());
+  auto m = load_fixture_model(GetParam());
   const int64_t V = m->config().vocab_size;
   Sequence a(*m, 128);
   HostTensor la(DType::kF32, {V}), lb(DType::kF32, {V});
@@ -135,7 +121,7 @@ TEST_P(SequenceState, SerializeDeserializeContinueGivesIdenticalTokens) {
 }
 
 TEST_P(SequenceState, CorruptedStateIsRejectedAndLeavesTheSequenceAlone) {
-  auto m = load(GetParam());
+  auto m = load_fixture_model(GetParam());
   const int64_t V = m->config().vocab_size;
   Sequence a(*m, 64);
   HostTensor logits(DType::kF32, {V});
@@ -158,8 +144,8 @@ TEST_P(SequenceState, CorruptedStateIsRejectedAndLeavesTheSequenceAlone) {
 INSTANTIATE_TEST_SUITE_P(Models, SequenceState, ::testing::Values("qwen35", "qwen35_moe", "llama"));
 
 TEST(SequenceStateErrors, StateOfAnotherModelIsRejected) {
-  auto a = load("qwen35");
-  auto b = load("qwen35_tied");
+  auto a = load_fixture_model("qwen35");
+  auto b = load_fixture_model("qwen35_tied");
   Sequence sa(*a, 32), sb(*b, 32);
   HostTensor logits(DType::kF32, {a->config().vocab_size});
   sa.forward(*a, random_tokens(8, 256, 6), logits, false);
@@ -202,7 +188,7 @@ TEST(SequenceStateErrors, Bf16KvStatesRoundTripAndTheOtherTypeIsRefused) {
 }
 
 TEST(SequenceStateErrors, StateLongerThanTheCapacityIsRejected) {
-  auto m = load("qwen35");
+  auto m = load_fixture_model("qwen35");
   Sequence big(*m, 64), small(*m, 16);
   HostTensor logits(DType::kF32, {m->config().vocab_size});
   big.forward(*m, random_tokens(20, 256, 7), logits, false);
@@ -210,7 +196,7 @@ TEST(SequenceStateErrors, StateLongerThanTheCapacityIsRejected) {
 }
 
 TEST(SequenceStateErrors, StaleSnapshotIsRejected) {
-  auto m = load("qwen35");
+  auto m = load_fixture_model("qwen35");
   Sequence seq(*m, 64);
   HostTensor logits(DType::kF32, {m->config().vocab_size});
   seq.forward(*m, random_tokens(10, 256, 8), logits, false);
@@ -224,7 +210,7 @@ TEST(SequenceStateErrors, StaleSnapshotIsRejected) {
 }
 
 TEST(SequenceTruncate, AttentionOnlyModelsTruncateExactly) {
-  auto m = load("llama");
+  auto m = load_fixture_model("llama");
   const int64_t V = m->config().vocab_size;
   const std::vector<int32_t> prompt = random_tokens(30, V, 11);
   const std::span<const int32_t> head = std::span<const int32_t>(prompt).first(12);
@@ -243,7 +229,7 @@ TEST(SequenceTruncate, AttentionOnlyModelsTruncateExactly) {
 }
 
 TEST(SequenceTruncate, HybridModelsRefuseToTruncate) {
-  auto m = load("qwen35");
+  auto m = load_fixture_model("qwen35");
   Sequence seq(*m, 32);
   HostTensor logits(DType::kF32, {m->config().vocab_size});
   seq.forward(*m, random_tokens(10, 256, 12), logits, false);
@@ -255,7 +241,7 @@ TEST(SequenceTruncate, HybridModelsRefuseToTruncate) {
 // recorded once resolved, and a pending sequence refuses what needs its ids.
 TEST(SequencePending, DeviceTokenStepsEqualHostTokenSteps) {
   for (const char* name : {"llama", "qwen35"}) {
-    auto m = load(name);
+    auto m = load_fixture_model(name);
     const int64_t V = m->config().vocab_size;
     const std::vector<int32_t> prompt = random_tokens(9, V, 21);
     Sequence seq(*m, 32), reference(*m, 32);
@@ -315,12 +301,12 @@ void compare_forms(model::Model& m, const std::vector<int32_t>& prefix, const st
 }
 
 TEST_P(ChunkedVsRecurrent, SameOutputsAndFinalStates) {
-  auto m = load("qwen35");
+  auto m = load_fixture_model("qwen35");
   compare_forms(*m, {}, random_tokens(GetParam(), 256, 13));
 }
 
 TEST_P(ChunkedVsRecurrent, SameWhenContinuingFromAState) {
-  auto m = load("qwen35_moe");
+  auto m = load_fixture_model("qwen35_moe");
   compare_forms(*m, random_tokens(37, 256, 14), random_tokens(GetParam(), 256, 15));
 }
 

@@ -76,7 +76,7 @@ TEST(ServerLogprobs, StreamedChunksCarryTheSameEntriesOnceEachInOrder) {
 
   const Json& entries = whole["choices"][0]["logprobs"]["content"];
   EXPECT_EQ(st.logprobs, entries);
-  EXPECT_EQ(st.content, whole["choices"][0]["message"]["content"]);
+  EXPECT_EQ(st.content, whole["choices"][0]["message"]["content"].get<std::string>());
   EXPECT_EQ(st.content, "Hello there! The ");
   // The entries are the tokens that start before the stop string, in order.
   const size_t cut = reply.find("END is");

@@ -171,8 +171,8 @@ TEST(ServerThinkControl, StreamingGivesTheSameSplitAsNonStreaming) {
   streaming["stream"] = true;
   streaming["stream_options"] = {{"include_usage", true}};
   const Streamed st = read_stream(s.post("/v1/chat/completions", streaming));
-  EXPECT_EQ(st.reasoning, whole["choices"][0]["message"]["reasoning_content"]);
-  EXPECT_EQ(st.content, whole["choices"][0]["message"]["content"]);
+  EXPECT_EQ(st.reasoning, whole["choices"][0]["message"]["reasoning_content"].get<std::string>());
+  EXPECT_EQ(st.content, whole["choices"][0]["message"]["content"].get<std::string>());
   EXPECT_EQ(st.content, "**Final Answer:**\n\nThe total is 42.");
   EXPECT_EQ(st.finish_reason, "stop");
   EXPECT_EQ(st.strata, whole["strata"]);
