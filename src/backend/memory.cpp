@@ -1,6 +1,8 @@
 // Buffer and copy: host memory through HostBuffer, device memory through the CUDA backend.
 #include "backend/memory.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -107,6 +109,49 @@ void copy_to_host(const Tensor& src, void* dst) {
   host.data = dst;
   host.device = Device::kCpu;
   copy(src, host);
+}
+
+void copy_queued(const Tensor& src, const Tensor& dst) {
+  check(src.nbytes() == dst.nbytes(), ErrorKind::kInternal, "copy: {} bytes into {}", src.nbytes(),
+        dst.nbytes());
+#ifdef STRATA_HAVE_CUDA
+  if (src.device == Device::kCuda || dst.device == Device::kCuda) {
+    cuda::copy_queued(src.data, src.device, dst.data, dst.device, src.nbytes());
+    return;
+  }
+#endif
+  copy(src, dst);
+}
+
+Tensor byte_view(const Tensor& t, size_t offset, size_t bytes) {
+  check(offset + bytes <= t.nbytes(), ErrorKind::kInternal, "bytes [{}, {}) of a tensor of {}", offset,
+        offset + bytes, t.nbytes());
+  Tensor out;
+  out.data = static_cast<uint8_t*>(t.data) + offset;
+  out.dtype = DType::kU8;
+  out.shape = Shape{static_cast<int64_t>(bytes)};
+  out.device = t.device;
+  return out;
+}
+
+Tensor host_bytes(const void* p, size_t n) {
+  Tensor out;
+  out.data = const_cast<void*>(p);
+  out.dtype = DType::kU8;
+  out.shape = Shape{static_cast<int64_t>(n)};
+  return out;
+}
+
+HostMemory::HostMemory(Device device, size_t bytes) : size_(bytes) {
+#ifdef STRATA_HAVE_CUDA
+  if (device == Device::kCuda) {
+    memory_ = std::shared_ptr<void>(cuda::host_alloc(std::max<size_t>(bytes, 1)), cuda::host_free);
+    return;
+  }
+#endif
+  check(device == Device::kCpu, ErrorKind::kUnsupported, "this build has no CUDA backend");
+  memory_ = std::shared_ptr<void>(std::malloc(std::max<size_t>(bytes, 1)), std::free);
+  check(memory_ != nullptr, ErrorKind::kIo, "out of memory allocating {} bytes", bytes);
 }
 
 void synchronize(Device device) {

@@ -118,7 +118,7 @@ std::string bench_prefix(const std::string& name, const Json& config, int bits, 
   auto engine_with = [&](int64_t device_entries, bool disk = false) {
     runtime::EngineOptions o = engine_options(settings, ctx);
     o.prefix_cache = device_entries;
-    o.prefix_cache_host_bytes = size_t{16} << 30;  // room for every prefix the runs leave
+    o.prefix_cache_host_bytes = size_t{2} << 30;  // room for every prefix the host runs leave (page-locked at start)
     // KV blocks for four contexts: the server sizes its pool from half the GPU's memory, so that
     // cached prefixes and a running request seldom compete for blocks (with blocks for one context
     // only, a turn may wait while whole prefixes are copied out to make room).

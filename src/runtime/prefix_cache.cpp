@@ -38,13 +38,15 @@ PrefixCache::PrefixCache(const model::Model& model, StatePool& pool, const Prefi
   check(options.entries >= 0, ErrorKind::kInvalidInput, "the prefix cache size must not be negative");
   capacity_ = chunk_ > 0 && chunk_ % pool.block_tokens() == 0 ? options.entries : 0;
   seed_ = hash64(model.fingerprint());
+  // The host tier's page-locked memory, locked now rather than while a request waits.
+  if (enabled() && model.device() == Device::kCuda) pool.host_pages()->reserve(host_budget_);
   if (!enabled() || options.state_root.empty() || disk_budget_ == 0) return;
   const model::ModelState& layout = pool.sequence(0).state();
   try {
     store_ = std::make_unique<StateStore>(
         state_directory(options.state_root, model.fingerprint(), backend::device_name(model.device()), chunk_,
                         layout),
-        model.fingerprint(), layout, layout.capacity);
+        model.fingerprint(), layout, layout.capacity, pool.host_pages());
   } catch (const std::exception& e) {
     log::error("prefix cache: no disk tier: {}", e.what());
     return;
@@ -138,18 +140,27 @@ void PrefixCache::copy_recurrent(const Sequence& seq, const std::vector<backend:
 std::shared_ptr<StateBytes> PrefixCache::device_bytes(const Entry& e) const {
   auto out = std::make_shared<StateBytes>();
   const auto length = static_cast<int64_t>(e.tokens.size());
+  const std::shared_ptr<HostPages>& pages = pool_.host_pages();
   out->tokens = e.tokens;
-  out->kv.resize(pool_.kv_bytes(length));
-  pool_.save_blocks(e.blocks, length, out->kv.data());
+  out->kv = pages->take(pool_.kv_bytes(length));
+  pool_.save_blocks(e.blocks, length, out->kv);
   size_t recurrent = 0;
   for (const backend::Buffer& b : e.recurrent) recurrent += b.view().nbytes();
-  out->recurrent.resize(recurrent);
-  uint8_t* dst = out->recurrent.data();
-  for (const backend::Buffer& b : e.recurrent) {
-    backend::copy_to_host(b.view(), dst);
-    dst += b.view().nbytes();
-  }
+  out->recurrent = pages->take(recurrent);
+  size_t at = 0;
+  for (const backend::Buffer& b : e.recurrent) copy_pieces(b.view(), out->recurrent, at, /*to_host=*/true);
+  backend::synchronize(pool_.host_pages()->device());
   return out;
+}
+
+void PrefixCache::copy_pieces(const Tensor& t, const PagedBytes& bytes, size_t& at, bool to_host) {
+  size_t done = 0;
+  bytes.pieces(at, t.nbytes(), [&](uint8_t* p, size_t n) {
+    const Tensor device = backend::byte_view(t, done, n), host = backend::host_bytes(p, n);
+    backend::copy_queued(to_host ? device : host, to_host ? host : device);
+    done += n;
+  });
+  at += t.nbytes();
 }
 
 int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, std::span<const int64_t> cuts,
@@ -207,8 +218,6 @@ bool PrefixCache::promote(uint64_t key, int slot) {
   find(key)->used = ++clock_;
   // Making room may push it on down too (a tiny host budget): then its bytes are gone from here.
   auto here = [&] { return find(key) != nullptr && find(key)->bytes != nullptr; };
-  if (static_cast<int64_t>(count(CacheTier::kDevice)) >= capacity_) demote(least_used(CacheTier::kDevice));
-  if (!here()) return false;
   const auto length = static_cast<int64_t>(find(key)->tokens.size());
   while (!pool_.reserve(slot, length))
     if (!evict_sparing(key) || !here()) return false;  // no blocks to be had
@@ -216,15 +225,12 @@ bool PrefixCache::promote(uint64_t key, int slot) {
   Entry& e = *find(key);
   Sequence& seq = pool_.sequence(slot);
   const std::shared_ptr<const StateBytes> bytes = e.bytes;
-  pool_.load_blocks(seq.state().blocks, length, bytes->kv.data());
+  pool_.load_blocks(seq.state().blocks, length, bytes->kv);
   const Clock::time_point t2 = Clock::now();
-  const uint8_t* src = bytes->recurrent.data();
-  for (const model::StateBuffer& b : seq.state().buffers) {
-    if (b.token_indexed) continue;
-    backend::copy_from_host(src, b.tensor.view());
-    src += b.tensor.view().nbytes();
-  }
-  backend::synchronize(seq.state().buffers.front().tensor.device());  // before the bytes may go
+  size_t at = 0;
+  for (const model::StateBuffer& b : seq.state().buffers)
+    if (!b.token_indexed) copy_pieces(b.tensor.view(), bytes->recurrent, at, /*to_host=*/false);
+  backend::synchronize(pool_.host_pages()->device());  // before the bytes may go
   const Clock::time_point t3 = Clock::now();
   seq.assume(e.tokens);
   e.blocks.assign(seq.state().blocks.begin(), seq.state().blocks.begin() + pool_.blocks_for(length));
@@ -235,9 +241,13 @@ bool PrefixCache::promote(uint64_t key, int slot) {
   e.tier = CacheTier::kDevice;
   if (e.disk != Entry::Disk::kWriting) e.bytes.reset();  // (a write on its way keeps its own)
   e.from_disk = false;
-  log::debug("prefix cache: {} tokens back in device memory in {:.1f} ms (room {:.1f}, KV rows {:.1f}, recurrent {:.1f}, "
-             "device copy {:.1f})",
-             length, ms(t0, Clock::now()), ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, Clock::now()));
+  const Clock::time_point t4 = Clock::now();
+  // One device entry too many now: the least recently used one goes down (after the copies in, so
+  // that it may take the pages these bytes leave).
+  if (static_cast<int64_t>(count(CacheTier::kDevice)) > capacity_) demote(least_used(CacheTier::kDevice));
+  log::debug("prefix cache: {} tokens back in device memory in {:.1f} ms (blocks {:.1f}, KV rows {:.1f}, recurrent {:.1f}, "
+             "device copy {:.1f}, demotion {:.1f})",
+             length, ms(t0, Clock::now()), ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4), ms(t4, Clock::now()));
   return true;
 }
 

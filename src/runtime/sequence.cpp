@@ -191,7 +191,7 @@ void Sequence::deserialize(std::span<const uint8_t> bytes) {
   std::vector<std::vector<uint8_t>> data(expected.size());
   r.sections(expected, [&](size_t i) {
     data[i].resize(expected[i].bytes);
-    return data[i].data();
+    return std::vector<std::span<uint8_t>>{data[i]};
   });
   r.finish();
   check(at == bytes.size(), ErrorKind::kInvalidInput, "state has trailing bytes");

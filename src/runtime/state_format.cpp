@@ -127,7 +127,7 @@ StateHeader StateReader::header(int64_t max_tokens) {
   return h;
 }
 
-void StateReader::sections(std::span<const StateSection> expected, const std::function<uint8_t*(size_t)>& dest) {
+void StateReader::sections(std::span<const StateSection> expected, const Destination& dest) {
   check(n_tokens_ >= 0, ErrorKind::kInternal, "state sections read before the header");
   const auto count = get<uint32_t>("section count");
   check(count == expected.size(), ErrorKind::kInvalidInput, "state has {} sections; the model needs {}", count,
@@ -152,7 +152,12 @@ void StateReader::sections(std::span<const StateSection> expected, const std::fu
     const auto nbytes = get<uint64_t>("section size");
     check(nbytes == e.bytes, ErrorKind::kInvalidInput, "state section '{}' has {} bytes; expected {}", name, nbytes,
           e.bytes);
-    take(dest(i), nbytes, "section data");
+    uint64_t placed = 0;
+    for (const std::span<uint8_t> piece : dest(i)) {
+      take(piece.data(), piece.size(), "section data");
+      placed += piece.size();
+    }
+    check(placed == nbytes, ErrorKind::kInternal, "state section '{}': {} bytes placed of {}", name, placed, nbytes);
   }
 }
 

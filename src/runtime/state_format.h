@@ -89,8 +89,9 @@ class StateReader {
   explicit StateReader(Source source);
   StateHeader header(int64_t max_tokens);
   // expected: state_sections of the reading state for the header's token count. dest(i): where
-  // section i's data goes (expected[i].bytes of room).
-  void sections(std::span<const StateSection> expected, const std::function<uint8_t*(size_t)>& dest);
+  // section i's data goes, in pieces of expected[i].bytes in all.
+  using Destination = std::function<std::vector<std::span<uint8_t>>(size_t)>;
+  void sections(std::span<const StateSection> expected, const Destination& dest);
   void finish();  // reads and checks the checksum
 
  private:

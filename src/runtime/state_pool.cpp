@@ -2,6 +2,7 @@
 #include "runtime/state_pool.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cstring>
 
@@ -29,7 +30,10 @@ StatePool::StatePool(const model::Model& model, int64_t slots, int64_t capacity,
         "{} KV blocks of {} tokens are more rows than a pool indexes", kv_blocks_, block_tokens_);
 
   const Device device = device_ = model.device();
-  bulk_ = backend::Upload(device);
+  // Pages of about four blocks' rows, at least 64 KiB and at most 4 MiB.
+  const size_t block = block_bytes(model.info(), block_tokens_);
+  host_pages_ = HostPages::create(device, std::clamp(std::bit_ceil(4 * std::max<size_t>(block, 1)), size_t{64} << 10,
+                                                     size_t{4} << 20));
   // The pools are the token-indexed buffers of one state as long as all the blocks together.
   const model::ModelState pools = model.new_state(kv_blocks_ * block_tokens_);
   tables_ = backend::Buffer(device, DType::kI32, {slots, table_blocks_});
@@ -131,48 +135,52 @@ void StatePool::let_go(std::span<const int32_t> blocks) {
   for (int32_t b : blocks) unref(b);
 }
 
-model::ModelState StatePool::over(std::span<const int32_t> blocks) const {
-  model::ModelState s = sequences_.front()->state();  // every slot's KV buffers are the pools
-  s.blocks.assign(blocks.begin(), blocks.end());
-  return s;
-}
-
 size_t StatePool::kv_bytes(int64_t tokens) const { return Sequence::kv_bytes(sequences_.front()->state(), tokens); }
 
-void StatePool::save_blocks(std::span<const int32_t> blocks, int64_t tokens, uint8_t* dst) const {
-  Sequence::save_kv(over(blocks), tokens, dst);
-}
-
-void StatePool::load_blocks(std::span<const int32_t> blocks, int64_t tokens, const uint8_t* src) const {
-  if (device_ == Device::kCpu) {
-    Sequence::load_kv(over(blocks), tokens, src);
-    return;
-  }
-  // One transfer per piece of a buffer's rows (page-locked, two pieces in flight), then a device
-  // copy per block: a block at a time from pageable memory took 200 ms for a 12K-token prefix.
-  constexpr size_t kPiece = size_t{8} << 20;
-  for (const model::StateBuffer& b : sequences_.front()->state().buffers) {
+template <typename F>
+void StatePool::for_runs(std::span<const int32_t> blocks, int64_t tokens, F&& f) const {
+  check(tokens >= 0 && blocks_for(tokens) <= static_cast<int64_t>(blocks.size()), ErrorKind::kInternal,
+        "{} tokens in {} blocks", tokens, blocks.size());
+  size_t offset = 0;
+  for (const model::StateBuffer& b : sequences_.front()->state().buffers) {  // every slot's are the pools
     if (!b.token_indexed) continue;
     const Tensor& pool = b.tensor.view();
     const size_t row = pool.rows(0, 1).nbytes();
-    const int64_t piece_rows =
-        std::max<int64_t>(1, static_cast<int64_t>(kPiece / row) / block_tokens_) * block_tokens_;
-    const size_t piece_bytes = static_cast<size_t>(piece_rows) * row;
-    if (staging_.empty() || staging_.view().nbytes() < piece_bytes)
-      staging_ = backend::Buffer(device_, DType::kU8, {static_cast<int64_t>(piece_bytes)});
-    for (int64_t at = 0; at < tokens; at += piece_rows) {
-      Tensor piece = pool.rows(0, std::min(piece_rows, tokens - at));
-      piece.data = staging_.view().data;
-      std::memcpy(bulk_.host(piece.nbytes()), src + static_cast<size_t>(at) * row, piece.nbytes());
-      bulk_.start(piece);
-      for (int64_t r = 0; r < piece.dim(0); r += block_tokens_) {
-        const int64_t n = std::min(block_tokens_, piece.dim(0) - r);
-        const int64_t first = int64_t{blocks[static_cast<size_t>((at + r) / block_tokens_)]} * block_tokens_;
-        backend::copy(piece.rows(r, r + n), pool.rows(first, first + n));
-      }
+    for (int64_t at = 0; at < tokens;) {
+      auto i = static_cast<size_t>(at / block_tokens_);
+      const int32_t first = blocks[i];
+      while ((static_cast<int64_t>(i) + 1) * block_tokens_ < tokens && blocks[i + 1] == blocks[i] + 1) ++i;
+      const int64_t end = std::min((static_cast<int64_t>(i) + 1) * block_tokens_, tokens);
+      const int64_t from = int64_t{first} * block_tokens_;
+      f(pool.rows(from, from + end - at), offset + static_cast<size_t>(at) * row);
+      at = end;
     }
-    src += static_cast<size_t>(tokens) * row;
+    offset += static_cast<size_t>(tokens) * row;
   }
+}
+
+void StatePool::save_blocks(std::span<const int32_t> blocks, int64_t tokens, PagedBytes& dst) const {
+  check(dst.size() == kv_bytes(tokens), ErrorKind::kInternal, "{} bytes for rows of {}", dst.size(), kv_bytes(tokens));
+  for_runs(blocks, tokens, [&](const Tensor& rows, size_t offset) {
+    size_t at = 0;
+    dst.pieces(offset, rows.nbytes(), [&](uint8_t* p, size_t n) {
+      backend::copy_queued(backend::byte_view(rows, at, n), backend::host_bytes(p, n));
+      at += n;
+    });
+  });
+  backend::synchronize(device_);
+}
+
+void StatePool::load_blocks(std::span<const int32_t> blocks, int64_t tokens, const PagedBytes& src) const {
+  check(src.size() == kv_bytes(tokens), ErrorKind::kInternal, "{} bytes for rows of {}", src.size(), kv_bytes(tokens));
+  for_runs(blocks, tokens, [&](const Tensor& rows, size_t offset) {
+    size_t at = 0;
+    src.pieces(offset, rows.nbytes(), [&](const uint8_t* p, size_t n) {
+      backend::copy_queued(backend::host_bytes(p, n), backend::byte_view(rows, at, n));
+      at += n;
+    });
+  });
+  backend::synchronize(device_);  // before the pages may go
 }
 
 void StatePool::unref(int32_t block) {
@@ -186,8 +194,8 @@ void StatePool::swap_out(int slot) {
   check(!w.out, ErrorKind::kInternal, "slot {} swapped out twice", slot);
   const Sequence& seq = sequence(slot);
   w.tokens = seq.n_tokens();
-  w.bytes.resize(seq.kv_bytes(w.tokens));
-  seq.save_kv(w.tokens, w.bytes.data());  // behind the sequence's queued steps
+  w.bytes = host_pages_->take(seq.kv_bytes(w.tokens));
+  save_blocks(seq.state().blocks, w.tokens, w.bytes);  // behind the sequence's queued steps
   w.out = true;
   give_blocks_back(slot);
 }
@@ -196,8 +204,7 @@ bool StatePool::swap_in(int slot) {
   Swap& w = swaps_.at(static_cast<size_t>(slot));
   check(w.out, ErrorKind::kInternal, "slot {} is not swapped out", slot);
   if (!reserve(slot, w.tokens)) return false;
-  load_blocks(sequence(slot).state().blocks, w.tokens, w.bytes.data());
-  backend::synchronize(device_);  // before the bytes go
+  load_blocks(sequence(slot).state().blocks, w.tokens, w.bytes);
   w = Swap{};
   return true;
 }

@@ -23,6 +23,7 @@
 
 #include "backend/memory.h"
 #include "model/model.h"
+#include "runtime/host_pages.h"
 #include "runtime/sequence.h"
 
 namespace strata::runtime {
@@ -71,11 +72,13 @@ class StatePool {
   void let_go(std::span<const int32_t> blocks);  // one keeper fewer
   int32_t keepers(int32_t block) const { return refs_.at(static_cast<size_t>(block)); }
   // The KV rows of the first `tokens` tokens whose blocks are `blocks` (in token order), as
-  // Sequence::save_kv lays them out, and back (on a GPU through page-locked memory, a few
-  // megabytes of rows per transfer, then into their blocks on the device).
+  // Sequence::save_kv lays them out, into host pages and back: one copy per run of consecutive
+  // blocks and page (page-locked on a GPU, so each is a DMA). Both return once the copies are done.
   size_t kv_bytes(int64_t tokens) const;
-  void save_blocks(std::span<const int32_t> blocks, int64_t tokens, uint8_t* dst) const;
-  void load_blocks(std::span<const int32_t> blocks, int64_t tokens, const uint8_t* src) const;
+  void save_blocks(std::span<const int32_t> blocks, int64_t tokens, PagedBytes& dst) const;
+  void load_blocks(std::span<const int32_t> blocks, int64_t tokens, const PagedBytes& src) const;
+  // The host memory states leave the device in (preemption here, the prefix cache's tiers).
+  const std::shared_ptr<HostPages>& host_pages() const { return host_pages_; }
   // Preemption: the sequence's KV rows go to host memory and its blocks back to the pool (the
   // slot stays taken); swap_in takes blocks for them again and copies them back: false, doing
   // nothing, while too few blocks are free.
@@ -93,12 +96,15 @@ class StatePool {
   void upload_table(int slot);
   void unref(int32_t block);
   void copy_rows(int32_t from, int32_t to, int64_t rows);  // a block's first rows into another
-  model::ModelState over(std::span<const int32_t> blocks) const;  // the pools through `blocks`
+  // f(rows, offset) for each run of consecutive blocks among the first `tokens` tokens' in
+  // `blocks`, per token-indexed buffer: the rows in the pool, and where they are in kv_bytes' layout.
+  template <typename F>
+  void for_runs(std::span<const int32_t> blocks, int64_t tokens, F&& f) const;
 
   struct Swap {
     bool out = false;
     int64_t tokens = 0;          // rows saved
-    std::vector<uint8_t> bytes;  // Sequence::save_kv's layout
+    PagedBytes bytes;            // Sequence::save_kv's layout
   };
   std::vector<std::unique_ptr<Sequence>> sequences_;
   std::vector<int> free_;  // taken from the back: the lowest slot first
@@ -110,8 +116,7 @@ class StatePool {
   std::vector<backend::Upload> table_uploads_;  // per slot: its table's way to the device
   backend::Buffer tables_;                      // I32 [slots, blocks per sequence]
   Device device_ = Device::kCpu;
-  mutable backend::Upload bulk_{Device::kCpu};  // load_blocks' way up, and its device staging
-  mutable backend::Buffer staging_;
+  std::shared_ptr<HostPages> host_pages_;
   int64_t capacity_ = 0;
   int64_t kv_blocks_ = 0;
   int64_t block_tokens_ = kBlockTokens;

@@ -108,8 +108,9 @@ fs::path state_directory(const fs::path& root, const std::string& fingerprint, s
   return root / fmt::format("{:016x}", hash64(id));
 }
 
-StateStore::StateStore(fs::path dir, std::string fingerprint, const model::ModelState& layout, int64_t max_tokens)
-    : dir_(std::move(dir)), fingerprint_(std::move(fingerprint)), max_tokens_(max_tokens) {
+StateStore::StateStore(fs::path dir, std::string fingerprint, const model::ModelState& layout, int64_t max_tokens,
+                       std::shared_ptr<HostPages> pages)
+    : dir_(std::move(dir)), fingerprint_(std::move(fingerprint)), max_tokens_(max_tokens), pages_(std::move(pages)) {
   layout_ = state_sections(layout, 0);
   for (const StateSection& s : state_sections(layout, 1)) row_bytes_.push_back(s.token_indexed ? s.bytes : 0);
   std::error_code ec;
@@ -206,12 +207,11 @@ void StateStore::write_now(uint64_t key, const StateBytes& state) const {
       }
     });
     w.begin(fingerprint_, state.tokens, list.size());
-    const uint8_t* kv_at = state.kv.data();
-    const uint8_t* recurrent_at = state.recurrent.data();
+    size_t kv_at = 0, recurrent_at = 0;
     for (const StateSection& s : list) {
       w.section(s);
-      const uint8_t*& at = s.token_indexed ? kv_at : recurrent_at;
-      w.data(at, s.bytes);
+      size_t& at = s.token_indexed ? kv_at : recurrent_at;
+      (s.token_indexed ? state.kv : state.recurrent).pieces(at, s.bytes, [&](const uint8_t* p, size_t n) { w.data(p, n); });
       at += s.bytes;
     }
     w.finish();
@@ -231,6 +231,7 @@ std::shared_ptr<StateBytes> StateStore::read_now(uint64_t key, const std::vector
   const fs::path p = path(key);
   Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) io_error("cannot open", p);
+  (void)::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);  // a larger read-ahead
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) io_error("cannot stat", p);
   StateReader r([&](uint8_t* dst, size_t n) { read_all(fd.get(), dst, n, p); });
@@ -251,10 +252,14 @@ std::shared_ptr<StateBytes> StateStore::read_now(uint64_t key, const std::vector
     offsets.push_back(at);
     at += s.bytes;
   }
-  out->kv.resize(kv);
-  out->recurrent.resize(recurrent);
+  out->kv = pages_->take(kv);
+  out->recurrent = pages_->take(recurrent);
   r.sections(list, [&](size_t i) {
-    return (list[i].token_indexed ? out->kv.data() : out->recurrent.data()) + offsets[i];
+    std::vector<std::span<uint8_t>> pieces;
+    (list[i].token_indexed ? out->kv : out->recurrent).pieces(offsets[i], list[i].bytes, [&](uint8_t* p, size_t n) {
+      pieces.emplace_back(p, n);
+    });
+    return pieces;
   });
   r.finish();
   return out;

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/host_pages.h"
 #include "runtime/state_format.h"
 
 namespace strata::runtime {
@@ -35,8 +36,8 @@ namespace strata::runtime {
 // and its recurrent buffers in the model's order.
 struct StateBytes {
   std::vector<int32_t> tokens;
-  std::vector<uint8_t> kv;
-  std::vector<uint8_t> recurrent;
+  PagedBytes kv;
+  PagedBytes recurrent;
   size_t bytes() const { return kv.size() + recurrent.size(); }
 };
 
@@ -57,9 +58,9 @@ std::filesystem::path state_directory(const std::filesystem::path& root, const s
 class StateStore {
  public:
   // Opens (creating) `dir` for states of this fingerprint whose buffers are laid out as `layout`'s,
-  // at most `max_tokens` tokens each, and indexes it.
+  // at most `max_tokens` tokens each, and indexes it. Reads land in pages of `pages`.
   StateStore(std::filesystem::path dir, std::string fingerprint, const model::ModelState& layout,
-             int64_t max_tokens);
+             int64_t max_tokens, std::shared_ptr<HostPages> pages = HostPages::plain());
   ~StateStore();  // finishes the queued writes, then stops
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
@@ -118,6 +119,7 @@ class StateStore {
   std::vector<StateSection> layout_;  // for 0 tokens
   std::vector<uint64_t> row_bytes_;   // per section: a token's bytes (0: not token-indexed)
   int64_t max_tokens_ = 0;
+  std::shared_ptr<HostPages> pages_;
   std::vector<StoredState> index_;
 
   std::mutex mutex_;

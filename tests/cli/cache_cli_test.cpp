@@ -50,10 +50,13 @@ ModelFiles write_states(const fs::path& root, const std::string& model_name,
     runtime::StateBytes state;
     state.tokens.resize(static_cast<size_t>(n));
     std::iota(state.tokens.begin(), state.tokens.end(), 3);
+    std::vector<uint8_t> kv, recurrent;
     for (const runtime::StateSection& s : runtime::state_sections(layout, n)) {
-      std::vector<uint8_t>& part = s.token_indexed ? state.kv : state.recurrent;
+      std::vector<uint8_t>& part = s.token_indexed ? kv : recurrent;
       part.resize(part.size() + s.bytes, 7);
     }
+    state.kv = runtime::HostPages::plain()->take_copy(kv);
+    state.recurrent = runtime::HostPages::plain()->take_copy(recurrent);
     store.write_now(key, state);
     out.files.push_back(store.path(key));
     fs::last_write_time(store.path(key), fixed_time());

@@ -154,6 +154,42 @@ TEST_P(PagedSequence, ComputesAndSerializesAsAPlainOne) {
   }
 }
 
+// save_blocks lays a prefix's rows out as Sequence::save_kv does, whichever blocks hold them (runs
+// of consecutive blocks and single ones, split over host pages), and load_blocks puts them back
+// into other blocks the same way.
+TEST_P(PagedSequence, BlocksGoToHostPagesAndBackInSaveKvsLayout) {
+  auto model = model::load_model(test::test_fixture(std::string("models/") + GetParam()));
+  const int64_t V = model->config().vocab_size;
+  runtime::StatePool pool(*model, 3, 64, 11, 8);
+  const int a = pool.acquire(), b = pool.acquire(), c = pool.acquire();
+  HostTensor logits(DType::kF32, {V});
+  // a: blocks 0-2; b: 3-5; a gives 0-2 back; c takes 6-10, then 0-2 (free at the back).
+  ASSERT_TRUE(pool.reserve(a, 24));
+  ASSERT_TRUE(pool.reserve(b, 24));
+  pool.release(a);
+  ASSERT_TRUE(pool.reserve(c, 64));
+  const std::vector<int32_t> tokens = prompt(61, 4, V);
+  pool.sequence(c).forward(*model, tokens, logits.view(), false);
+  const runtime::Sequence& seq = pool.sequence(c);
+  ASSERT_EQ(seq.state().blocks, (std::vector<int32_t>{6, 7, 8, 9, 10, 0, 1, 2}));
+  for (const int64_t n : {int64_t{61}, int64_t{8}, int64_t{5}, int64_t{47}}) {
+    SCOPED_TRACE(n);
+    std::vector<uint8_t> want(seq.kv_bytes(n));
+    seq.save_kv(n, want.data());
+    runtime::PagedBytes got = pool.host_pages()->take(pool.kv_bytes(n));
+    pool.save_blocks(seq.state().blocks, n, got);
+    EXPECT_EQ(got.to_vector(), want);
+    // Back into b's blocks (3 consecutive ones): b's rows then read as c's.
+    const int64_t m = std::min<int64_t>(n, 24);
+    std::vector<uint8_t> rows(seq.kv_bytes(m)), back(rows.size());
+    seq.save_kv(m, rows.data());
+    pool.load_blocks(pool.sequence(b).state().blocks, m, pool.host_pages()->take_copy(rows));
+    runtime::Sequence::save_kv(pool.sequence(b).state(), m, back.data());
+    EXPECT_EQ(back, rows);
+  }
+  EXPECT_GT(pool.host_pages()->allocated_bytes(), 0u);
+}
+
 // A sequence swapped out while another takes and overwrites its blocks comes back exactly.
 TEST_P(PagedSequence, SwapsOutAndBackExactly) {
   auto model = model::load_model(test::test_fixture(std::string("models/") + GetParam()));

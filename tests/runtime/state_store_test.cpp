@@ -28,6 +28,7 @@
 #include "runtime/sequence.h"
 #include "runtime/state_format.h"
 #include "runtime/state_pool.h"
+#include "model_util.h"
 #include "test_util.h"
 
 namespace strata {
@@ -91,11 +92,17 @@ std::string difference(std::span<const uint8_t> a, std::span<const uint8_t> b) {
   return fmt::format("sizes {} and {}, first difference at byte {}", a.size(), b.size(), at);
 }
 
+// bytes in host pages (small ones, so that states span several).
+runtime::PagedBytes paged(std::span<const uint8_t> bytes) {
+  static const std::shared_ptr<runtime::HostPages> pages = runtime::HostPages::create(Device::kCpu, 256);
+  return pages->take_copy(bytes);
+}
+
 // "" when a and b hold the same tokens and bytes, else what differs.
 std::string difference(const StateBytes& a, const StateBytes& b) {
   if (a.tokens != b.tokens) return "the tokens differ";
-  if (const std::string d = difference(a.kv, b.kv); !d.empty()) return "kv: " + d;
-  if (const std::string d = difference(a.recurrent, b.recurrent); !d.empty())
+  if (const std::string d = difference(a.kv.to_vector(), b.kv.to_vector()); !d.empty()) return "kv: " + d;
+  if (const std::string d = difference(a.recurrent.to_vector(), b.recurrent.to_vector()); !d.empty())
     return "recurrent: " + d;
   return "";
 }
@@ -113,22 +120,8 @@ std::vector<StateStore::Done> wait_for(StateStore& store, size_t n) {
 
 // ---- Models and their sequences ----
 
-std::unique_ptr<model::Model> load(const std::string& name) {
-  return model::load_model(test::test_fixture("models/" + name));
-}
-
-std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
-
-int32_t argmax(const HostTensor& logits) {
-  const float* p = logits.as<float>();
-  return static_cast<int32_t>(std::max_element(p, p + logits.numel()) - p);
-}
+using test::argmax;
+using test::random_tokens;
 
 std::span<const uint8_t> bytes_of(const HostTensor& t) {
   return {static_cast<const uint8_t*>(t.as<void>()), t.view().nbytes()};
@@ -139,21 +132,24 @@ std::span<const uint8_t> bytes_of(const HostTensor& t) {
 StateBytes state_of(const Sequence& seq) {
   StateBytes s;
   s.tokens = seq.tokens();
-  s.kv.resize(seq.kv_bytes(seq.n_tokens()));
-  seq.save_kv(seq.n_tokens(), s.kv.data());
+  std::vector<uint8_t> kv(seq.kv_bytes(seq.n_tokens())), recurrent;
+  seq.save_kv(seq.n_tokens(), kv.data());
   for (const model::StateBuffer& b : seq.state().buffers) {
     if (b.token_indexed) continue;
-    const size_t at = s.recurrent.size();
-    s.recurrent.resize(at + b.tensor.view().nbytes());
-    backend::copy_to_host(b.tensor.view(), s.recurrent.data() + at);
+    const size_t at = recurrent.size();
+    recurrent.resize(at + b.tensor.view().nbytes());
+    backend::copy_to_host(b.tensor.view(), recurrent.data() + at);
   }
+  s.kv = paged(kv);
+  s.recurrent = paged(recurrent);
   return s;
 }
 
 // The way back: the rows and recurrent buffers put in place, then the sequence assumes the tokens.
 void load_state(Sequence& seq, const StateBytes& s) {
-  seq.load_kv(static_cast<int64_t>(s.tokens.size()), s.kv.data());
-  const uint8_t* src = s.recurrent.data();
+  seq.load_kv(static_cast<int64_t>(s.tokens.size()), s.kv.to_vector().data());
+  const std::vector<uint8_t> recurrent = s.recurrent.to_vector();
+  const uint8_t* src = recurrent.data();
   for (const model::StateBuffer& b : seq.state().buffers) {
     if (b.token_indexed) continue;
     backend::copy_from_host(src, b.tensor.view());
@@ -203,10 +199,12 @@ StateBytes synthetic_state(const model::ModelState& layout, uint64_t key,
   StateBytes s;
   s.tokens = std::move(tokens);
   const uint64_t seed = hash64(s.tokens.data(), s.tokens.size() * sizeof(int32_t), key);
-  s.kv.resize(Sequence::kv_bytes(layout, static_cast<int64_t>(s.tokens.size())));
-  s.recurrent.resize(recurrent_bytes(layout));
-  fill(s.kv, seed);
-  fill(s.recurrent, ~seed);
+  std::vector<uint8_t> kv(Sequence::kv_bytes(layout, static_cast<int64_t>(s.tokens.size())));
+  std::vector<uint8_t> recurrent(recurrent_bytes(layout));
+  fill(kv, seed);
+  fill(recurrent, ~seed);
+  s.kv = paged(kv);
+  s.recurrent = paged(recurrent);
   return s;
 }
 
@@ -268,7 +266,7 @@ std::vector<std::vector<uint8_t>> read_format(std::span<const uint8_t> bytes, in
   std::vector<std::vector<uint8_t>> data(expected.size());
   r.sections(expected, [&](size_t i) {
     data[i].resize(expected[i].bytes);
-    return data[i].data();
+    return std::vector<std::span<uint8_t>>{data[i]};
   });
   r.finish();
   check(at == bytes.size(), ErrorKind::kInvalidInput, "{} bytes left over", bytes.size() - at);
@@ -425,7 +423,7 @@ TEST(StateFormat, ReaderRefusesEachMismatchWithItsKind) {
   }
   StateReader early([](uint8_t*, size_t) {});
   test::expect_error(
-      [&] { early.sections(sections, [](size_t) { return static_cast<uint8_t*>(nullptr); }); },
+      [&] { early.sections(sections, [](size_t) { return std::vector<std::span<uint8_t>>{}; }); },
       ErrorKind::kInternal, {"before the header"});
 }
 
@@ -475,7 +473,7 @@ class StateStoreModel : public ::testing::TestWithParam<std::string> {};
 // back into a sequence (deserialize the file; load_kv and assume what was read) go on with the
 // logits, bit for bit, of the sequence that never stopped.
 TEST_P(StateStoreModel, FileIsTheSerializedSequenceAndResumesExactly) {
-  auto m = load(GetParam());
+  auto m = test::load_fixture_model(GetParam());
   const int64_t V = m->config().vocab_size;
   ScratchDir dir("identity-" + GetParam());
   Sequence seq(*m, 64);
@@ -510,7 +508,7 @@ TEST_P(StateStoreModel, FileIsTheSerializedSequenceAndResumesExactly) {
 // A store laid out as a pool's paged state (rows scattered over blocks other sequences' blocks
 // sit between) writes a slot's state as the file of a plain sequence of the pool's capacity.
 TEST_P(StateStoreModel, PagedLayoutWritesThePlainSequencesFile) {
-  auto m = load(GetParam());
+  auto m = test::load_fixture_model(GetParam());
   const int64_t V = m->config().vocab_size;
   ScratchDir dir("paged-" + GetParam());
   runtime::StatePool pool(*m, 2, 96, 16, 8);  // pools of 128 rows: not the capacity
@@ -720,26 +718,26 @@ int full_disk_child(const fs::path& dir) {
   try {
     const model::ModelState layout = synthetic_layout(256, 16, 64);
     StateStore store(dir, kFingerprint, layout, 256);
-    const StateBytes big = synthetic_state(layout, 1, some_tokens(200, 1));
-    const StateBytes small = synthetic_state(layout, 2, some_tokens(4, 2));
+    const auto big = std::make_shared<const StateBytes>(synthetic_state(layout, 1, some_tokens(200, 1)));
+    const auto small = std::make_shared<const StateBytes>(synthetic_state(layout, 2, some_tokens(4, 2)));
     if (store.file_bytes(200) <= kLimit || store.file_bytes(4) >= kLimit) return 11;
     try {
-      store.write_now(1, big);
+      store.write_now(1, *big);
       return 12;
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kIo) return 13;
     }
     if (!names_in(dir).empty()) return 14;
-    store.write(1, std::make_shared<const StateBytes>(big));
+    store.write(1, big);
     store.flush();
     const std::vector<StateStore::Done> failed = store.poll();
     if (failed.size() != 1 || failed[0].kind != StateStore::Done::Kind::kWrite ||
         failed[0].key != 1 || failed[0].error.empty())
       return 15;
     if (!names_in(dir).empty()) return 16;
-    store.write_now(2, small);
-    if (!difference(*store.read_now(2, small.tokens), small).empty()) return 17;
-    store.write(3, std::make_shared<const StateBytes>(small));
+    store.write_now(2, *small);
+    if (!difference(*store.read_now(2, small->tokens), *small).empty()) return 17;
+    store.write(3, small);
     store.flush();
     const std::vector<StateStore::Done> wrote = store.poll();
     if (wrote.size() != 1 || !wrote[0].error.empty()) return 18;
@@ -770,8 +768,8 @@ TEST(StateStoreCrash, FullDiskFailsTheWriteCleanlyAndSmallerWritesGoOn) {
 // A file written for another model in the same directory is refused on read, now or as a job,
 // and the next index of that model removes it.
 TEST(StateStoreReject, StateOfAnotherModelIsRefused) {
-  auto qwen = load("qwen35");
-  auto llama = load("llama");
+  auto qwen = test::load_fixture_model("qwen35");
+  auto llama = test::load_fixture_model("llama");
   ASSERT_NE(qwen->fingerprint(), llama->fingerprint());
   ScratchDir dir("other-model");
   Sequence sq(*qwen, 32), sl(*llama, 32);

@@ -89,6 +89,11 @@ class PinnedStage {
 // Copies nbytes between any two of host and device memory, in stream order. Copies that end on
 // the host wait for the stream.
 void copy(const void* src, Device src_device, void* dst, Device dst_device, size_t nbytes);
+// copy() without the wait: host memory taking part must stay until the stream has passed it.
+void copy_queued(const void* src, Device src_device, void* dst, Device dst_device, size_t nbytes);
+// Page-locked host memory (not zeroed), and its release.
+void* host_alloc(size_t nbytes);
+void host_free(void* p);
 void fill_zero(void* dst, size_t nbytes);
 
 // Scratch memory an op may use during one call: `slot` names the user (one per op family), and the

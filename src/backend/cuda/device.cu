@@ -133,6 +133,25 @@ void copy(const void* src, Device src_device, void* dst, Device dst_device, size
   if (dst_device == Device::kCpu) synchronize();
 }
 
+void copy_queued(const void* src, Device src_device, void* dst, Device dst_device, size_t nbytes) {
+  if (nbytes == 0) return;
+  const cudaMemcpyKind kind =
+      src_device == Device::kCuda
+          ? (dst_device == Device::kCuda ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+          : (dst_device == Device::kCuda ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream()));
+}
+
+void* host_alloc(size_t nbytes) {
+  void* p = nullptr;
+  STRATA_CUDA_CHECK(cudaHostAlloc(&p, nbytes, cudaHostAllocDefault));
+  return p;
+}
+
+void host_free(void* p) {
+  if (p != nullptr) cudaFreeHost(p);  // (at exit the runtime may be gone: nothing to report then)
+}
+
 PinnedStage::~PinnedStage() {
   if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
   if (host_ != nullptr) cudaFreeHost(host_);
