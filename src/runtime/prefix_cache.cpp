@@ -38,6 +38,7 @@ PrefixCache::PrefixCache(const model::Model& model, StatePool& pool, const Prefi
   check(options.entries >= 0, ErrorKind::kInvalidInput, "the prefix cache size must not be negative");
   capacity_ = chunk_ > 0 && chunk_ % pool.block_tokens() == 0 ? options.entries : 0;
   seed_ = hash64(model.fingerprint());
+  held_.assign(static_cast<size_t>(pool.kv_blocks()), 0);
   // The host tier's page-locked memory, locked now rather than while a request waits.
   if (enabled() && model.device() == Device::kCuda) pool.host_pages()->reserve(host_budget_);
   if (!enabled() || options.state_root.empty() || disk_budget_ == 0) return;
@@ -60,8 +61,7 @@ PrefixCache::PrefixCache(const model::Model& model, StatePool& pool, const Prefi
     e.disk = Entry::Disk::kStored;
     e.used = ++clock_;  // oldest file first
     stats_.disk_bytes += s.bytes;
-    by_key_[e.key] = entries_.size();
-    entries_.push_back(std::move(e));
+    add(std::move(e));
   }
   if (!entries_.empty())
     log::info("prefix cache: {} prefixes on disk in {}", entries_.size(), store_->dir().string());
@@ -74,10 +74,9 @@ PrefixCache::~PrefixCache() {
 
 PrefixCacheStats PrefixCache::stats() const {
   PrefixCacheStats s = stats_;
-  s.device_entries = static_cast<int64_t>(count(CacheTier::kDevice));
-  s.host_entries = static_cast<int64_t>(count(CacheTier::kHost));
-  s.disk_entries = std::count_if(entries_.begin(), entries_.end(),
-                                 [](const Entry& e) { return e.disk != Entry::Disk::kNone; });
+  s.device_entries = count(CacheTier::kDevice);
+  s.host_entries = count(CacheTier::kHost);
+  s.disk_entries = files_;
   return s;
 }
 
@@ -99,9 +98,34 @@ PrefixCache::Entry* PrefixCache::find(uint64_t key) {
   return it == by_key_.end() ? nullptr : &entries_[it->second];
 }
 
-size_t PrefixCache::count(CacheTier tier) const {
-  return static_cast<size_t>(
-      std::count_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.tier == tier; }));
+void PrefixCache::add(Entry e) {
+  ++tiers_[tier_index(e.tier)];
+  if (e.disk != Entry::Disk::kNone) ++files_;
+  if (e.tier == CacheTier::kDevice) hold(e);
+  by_key_[e.key] = entries_.size();
+  entries_.push_back(std::move(e));
+}
+
+void PrefixCache::set_tier(Entry& e, CacheTier tier) {
+  --tiers_[tier_index(e.tier)];
+  ++tiers_[tier_index(tier)];
+  e.tier = tier;
+}
+
+void PrefixCache::set_disk(Entry& e, Entry::Disk disk) {
+  files_ += static_cast<int64_t>(disk != Entry::Disk::kNone) - static_cast<int64_t>(e.disk != Entry::Disk::kNone);
+  e.disk = disk;
+}
+
+void PrefixCache::hold(const Entry& e) {
+  pool_.hold(e.blocks);
+  for (const int32_t b : e.blocks) ++held_[static_cast<size_t>(b)];
+}
+
+void PrefixCache::let_go(Entry& e) {
+  pool_.let_go(e.blocks);
+  for (const int32_t b : e.blocks) --held_[static_cast<size_t>(b)];
+  e.blocks.clear();
 }
 
 size_t PrefixCache::least_used(CacheTier tier) const {
@@ -234,17 +258,17 @@ bool PrefixCache::promote(uint64_t key, int slot) {
   const Clock::time_point t3 = Clock::now();
   seq.assume(e.tokens);
   e.blocks.assign(seq.state().blocks.begin(), seq.state().blocks.begin() + pool_.blocks_for(length));
-  pool_.hold(e.blocks);
+  hold(e);
   e.recurrent = device_copies(seq);
   copy_recurrent(seq, e.recurrent, /*to_copies=*/true);
   if (e.tier == CacheTier::kHost) stats_.host_bytes -= bytes->bytes();
-  e.tier = CacheTier::kDevice;
+  set_tier(e, CacheTier::kDevice);
   if (e.disk != Entry::Disk::kWriting) e.bytes.reset();  // (a write on its way keeps its own)
   e.from_disk = false;
   const Clock::time_point t4 = Clock::now();
   // One device entry too many now: the least recently used one goes down (after the copies in, so
   // that it may take the pages these bytes leave).
-  if (static_cast<int64_t>(count(CacheTier::kDevice)) > capacity_) demote(least_used(CacheTier::kDevice));
+  if (count(CacheTier::kDevice) > capacity_) demote(least_used(CacheTier::kDevice));
   log::debug("prefix cache: {} tokens back in device memory in {:.1f} ms (blocks {:.1f}, KV rows {:.1f}, recurrent {:.1f}, "
              "device copy {:.1f}, demotion {:.1f})",
              length, ms(t0, Clock::now()), ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4), ms(t4, Clock::now()));
@@ -258,7 +282,7 @@ void PrefixCache::record(int slot, uint64_t key, bool to_disk) {
     if (to_disk && e->disk == Entry::Disk::kNone) write(key);
     return;
   }
-  if (static_cast<int64_t>(count(CacheTier::kDevice)) >= capacity_) demote(least_used(CacheTier::kDevice));
+  if (count(CacheTier::kDevice) >= capacity_) demote(least_used(CacheTier::kDevice));
   const Sequence& seq = pool_.sequence(slot);
   const int64_t n = seq.n_tokens();
   Entry e;
@@ -268,19 +292,12 @@ void PrefixCache::record(int slot, uint64_t key, bool to_disk) {
   e.blocks.assign(blocks.begin(), blocks.begin() + pool_.blocks_for(n));  // the last may be partly filled
   e.recurrent = device_copies(seq);
   copy_recurrent(seq, e.recurrent, /*to_copies=*/true);
-  pool_.hold(e.blocks);
   e.used = ++clock_;
-  by_key_[key] = entries_.size();
-  entries_.push_back(std::move(e));
+  add(std::move(e));
   if (to_disk) write(key);
 }
 
 bool PrefixCache::evict_sparing(std::optional<uint64_t> spare) {
-  // The blocks device entries hold, and how many hold each.
-  std::unordered_map<int32_t, int32_t> held;
-  for (const Entry& e : entries_)
-    if (e.tier == CacheTier::kDevice)
-      for (const int32_t b : e.blocks) ++held[b];
   // The least recently used entry that alone keeps a block (demoting it frees one); else the least
   // recently used one holding a block only entries keep (entries that share all their blocks, e.g.
   // two prefixes ending in the same block: demoting them one after another frees it). Entries whose
@@ -293,7 +310,7 @@ bool PrefixCache::evict_sparing(std::optional<uint64_t> spare) {
     if (older(i, alone) && std::any_of(e.blocks.begin(), e.blocks.end(), [&](int32_t b) { return pool_.keepers(b) == 1; }))
       alone = i;
     if (older(i, shared) &&
-        std::any_of(e.blocks.begin(), e.blocks.end(), [&](int32_t b) { return pool_.keepers(b) == held[b]; }))
+        std::any_of(e.blocks.begin(), e.blocks.end(), [&](int32_t b) { return pool_.keepers(b) == held_[static_cast<size_t>(b)]; }))
       shared = i;
   }
   const size_t best = alone < entries_.size() ? alone : shared;
@@ -313,11 +330,10 @@ void PrefixCache::demote(size_t index) {
   const bool to_host = bytes <= host_budget_;
   std::shared_ptr<const StateBytes> state;
   if (to_host || (store_ != nullptr && e.disk != Entry::Disk::kStored)) state = device_bytes(e);
-  pool_.let_go(e.blocks);
-  e.blocks.clear();
+  let_go(e);
   spare_.push_back(std::move(e.recurrent));
   e.recurrent = {};
-  e.tier = CacheTier::kHost;
+  set_tier(e, CacheTier::kHost);
   e.bytes = std::move(state);
   ++stats_.evictions[tier_index(CacheTier::kDevice)];
   log::debug("prefix cache: {} tokens out of device memory in {:.1f} ms", length,
@@ -346,7 +362,7 @@ bool PrefixCache::host_room(uint64_t bytes, uint64_t keep) {
 
 void PrefixCache::to_disk(uint64_t key) {
   Entry& e = *find(key);
-  e.tier = CacheTier::kDisk;
+  set_tier(e, CacheTier::kDisk);
   if (e.disk == Entry::Disk::kStored) {
     e.bytes.reset();
   } else if (e.disk == Entry::Disk::kNone && !write(key)) {
@@ -362,7 +378,7 @@ bool PrefixCache::write(uint64_t key) {
   std::shared_ptr<const StateBytes> bytes = e.bytes != nullptr ? e.bytes : device_bytes(e);
   if (e.tier != CacheTier::kDevice) e.bytes = bytes;  // a hit meanwhile reads them, not the file
   store_->write(key, std::move(bytes));
-  e.disk = Entry::Disk::kWriting;
+  set_disk(e, Entry::Disk::kWriting);
   stats_.disk_bytes += file;
   writing_bytes_ += file;
   return true;
@@ -386,7 +402,7 @@ void PrefixCache::forget_file(size_t index) {
   store_->remove(e.key);
   stats_.disk_bytes -= store_->file_bytes(static_cast<int64_t>(e.tokens.size()));
   ++stats_.evictions[tier_index(CacheTier::kDisk)];
-  e.disk = Entry::Disk::kNone;
+  set_disk(e, Entry::Disk::kNone);
   if (e.tier == CacheTier::kDisk) drop(index);
 }
 
@@ -403,13 +419,13 @@ bool PrefixCache::poll() {
         log::error("prefix cache: a prefix of {} tokens was not written: {}", e->tokens.size(), d.error);
         ++stats_.disk_write_failures;
         stats_.disk_bytes -= d.bytes;
-        e->disk = Entry::Disk::kNone;
+        set_disk(*e, Entry::Disk::kNone);
         if (e->tier == CacheTier::kDisk) drop(index_of(d.key));  // its bytes were all that was left
         continue;
       }
       ++stats_.disk_writes;
       stats_.disk_written_bytes += d.bytes;
-      e->disk = Entry::Disk::kStored;
+      set_disk(*e, Entry::Disk::kStored);
       if (e->tier == CacheTier::kDisk) e->bytes.reset();
       continue;
     }
@@ -434,7 +450,7 @@ bool PrefixCache::poll() {
     host_room(bytes, d.key);
     e = find(d.key);
     e->bytes = std::move(d.state);
-    e->tier = CacheTier::kHost;
+    set_tier(*e, CacheTier::kHost);
     e->from_disk = true;
     stats_.host_bytes += bytes;
   }
@@ -449,9 +465,11 @@ void PrefixCache::drop(size_t index) {
   Entry& e = entries_[index];
   if (e.tier == CacheTier::kHost) stats_.host_bytes -= e.bytes->bytes();
   if (e.tier == CacheTier::kDevice) {
-    pool_.let_go(e.blocks);
+    let_go(e);
     spare_.push_back(std::move(e.recurrent));
   }
+  --tiers_[tier_index(e.tier)];
+  if (e.disk != Entry::Disk::kNone) --files_;
   by_key_.erase(e.key);
   if (index + 1 != entries_.size()) {
     entries_[index] = std::move(entries_.back());

@@ -128,7 +128,14 @@ class PrefixCache {
   bool evict_sparing(std::optional<uint64_t> spare);  // evict(), never the entry of that key
   Entry* find(uint64_t key);
   size_t index_of(uint64_t key) const { return by_key_.at(key); }
-  size_t count(CacheTier tier) const;
+  int64_t count(CacheTier tier) const { return tiers_[static_cast<size_t>(tier)]; }
+  // Entries come, change tier and disk state, and keep blocks only through these (they keep the
+  // counts per tier, of files and of the entries holding each block).
+  void add(Entry e);
+  void set_tier(Entry& e, CacheTier tier);
+  void set_disk(Entry& e, Entry::Disk disk);
+  void hold(const Entry& e);  // its blocks
+  void let_go(Entry& e);      // (and forgets them)
   void drop(size_t index);
   // The least recently used entry of a tier; entries_.size() when it has none.
   size_t least_used(CacheTier tier) const;
@@ -168,6 +175,9 @@ class PrefixCache {
   std::vector<std::vector<backend::Buffer>> spare_;  // recurrent copies of dropped entries, reused
   std::unique_ptr<StateStore> store_;
   PrefixCacheStats stats_;
+  int64_t tiers_[4] = {};  // entries per tier (CacheTier's order)
+  int64_t files_ = 0;      // entries with a file (being written or whole)
+  std::vector<int32_t> held_;  // per KV block: the device entries holding it
 };
 
 }  // namespace strata::runtime
