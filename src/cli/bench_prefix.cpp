@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "cli/bench_shapes.h"
 #include "cli/model_loading.h"
 #include "core/error.h"
 #include "formats/safetensors.h"
@@ -110,7 +111,14 @@ std::string prefix_table_header(const PrefixPlan& plan) {
 
 std::string bench_prefix(const std::string& name, const Json& config, int bits, const Settings& settings,
                          const PrefixPlan& plan) {
-  const model::SyntheticCheckpoint ck = model::make_synthetic_checkpoint(config, {.bits = bits});
+  // The built-in model runs with its own weights; a shape with random ones.
+  const bool demo = name == kDemoShape;
+  const model::SyntheticCheckpoint ck =
+      demo ? model::SyntheticCheckpoint{} : model::make_synthetic_checkpoint(config, {.bits = bits});
+  auto load = [&] {
+    return demo ? model::load_model(model_path(Settings{}, nullptr), load_options(settings, ""))
+                : model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), load_options(settings, ""));
+  };
   const int64_t ctx = plan.system + plan.turns * (plan.user + plan.answer) + 1;
   // The disk tier's runs keep their files in a directory of their own, removed after.
   const std::filesystem::path state_dir =
@@ -125,8 +133,7 @@ std::string bench_prefix(const std::string& name, const Json& config, int bits, 
     o.kv_blocks = 4 * runtime::StatePool::blocks_for(ctx, o.kv_block_tokens);
     o.prefix_cache_disk_bytes = disk ? uint64_t{64} << 30 : 0;
     o.state_dir = disk ? state_dir : std::filesystem::path();
-    return std::make_unique<runtime::Engine>(
-        model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), load_options(settings, "")), o);
+    return std::make_unique<runtime::Engine>(load(), o);
   };
   std::fprintf(stderr, "bench: %s %d-bit: a %lld-token system prompt\n", name.c_str(), bits,
                static_cast<long long>(plan.system));
@@ -184,7 +191,8 @@ std::string bench_prefix(const std::string& name, const Json& config, int bits, 
     if (t < plan.turns) prefill_ahead(*engine, history, starts);
     turns += " " + cell(r) + " |";
   }
-  return fmt::format("| {} | {} | {} | {} | {} | {}{} | {}{} |{}\n", name, bits, plan.system, cell(cold),
+  return fmt::format("| {} | {} | {} | {} | {} | {}{} | {}{} |{}\n", name,
+                     demo ? engine->model().info().quantization : std::to_string(bits), plan.system, cell(cold),
                      cell(warm), cell(host), host.tier == runtime::CacheTier::kHost ? "" : " (not from host)",
                      cell(disk), disk.tier == runtime::CacheTier::kDisk ? "" : " (not from disk)", turns);
 }

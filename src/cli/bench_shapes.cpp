@@ -4,8 +4,10 @@
 // tests.
 #include "cli/bench_shapes.h"
 
+#include <filesystem>
 #include <map>
 
+#include "cli/model_loading.h"
 #include "core/error.h"
 
 namespace strata::cli {
@@ -111,6 +113,7 @@ const std::vector<std::string>& bench_shape_names() {
 }
 
 Json bench_shape_config(const std::string& name) {
+  if (name == kDemoShape) return read_json_file((std::filesystem::path(model_path(Settings{}, nullptr)) / "config.json").string());
   const auto it = shapes().find(name);
   if (it == shapes().end()) {
     std::string known;

@@ -14,8 +14,12 @@ namespace strata::cli {
 // llama-3.1-8b.
 const std::vector<std::string>& bench_shape_names();
 
-// The config of a named shape (also the tiny ones the tests use: tiny-hybrid, tiny-dense); an
-// invalid_input error listing the names otherwise.
+// The built-in model as a shape: its own config, and where a bench can, its own weights (the
+// prefix-cache bench loads the checkpoint itself).
+inline constexpr const char* kDemoShape = "strata-demo";
+
+// The config of a named shape (also the tiny ones the tests use: tiny-hybrid, tiny-dense, and
+// strata-demo); an invalid_input error listing the names otherwise.
 Json bench_shape_config(const std::string& name);
 
 // The same config with only its first `layers` layers (quick checks of the real widths on a small
