@@ -1,7 +1,11 @@
 // The state format: sections from a state, a hashing writer and a checking reader.
 #include "runtime/state_format.h"
 
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include "backend/memory.h"
 #include "core/error.h"
@@ -91,7 +95,80 @@ void StateWriter::finish() {
   sink_(reinterpret_cast<const uint8_t*>(sum.data()), sum.size());
 }
 
+// Hashes pieces in the order given, on its own thread. A small piece (a header field, read into
+// a local) is copied; a large one is hashed where it lies.
+class StateReader::Behind {
+ public:
+  explicit Behind(Hasher& hash) : hash_(hash), thread_([this] { run(); }) {}
+  ~Behind() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+      pieces_.clear();  // nobody wants the digest now
+    }
+    more_.notify_one();
+    thread_.join();
+  }
+  void add(const uint8_t* p, size_t n) {
+    {
+      std::lock_guard lock(mutex_);
+      Piece& piece = pieces_.emplace_back();
+      if (n < kCopyBelow) {
+        piece.copy.assign(p, p + n);
+      } else {
+        piece.at = p;
+        piece.n = n;
+      }
+    }
+    more_.notify_one();
+  }
+  // Waits until every piece added is hashed.
+  void drain() {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [&] { return pieces_.empty() && !busy_; });
+  }
+
+ private:
+  static constexpr size_t kCopyBelow = 4096;
+  struct Piece {
+    const uint8_t* at = nullptr;
+    size_t n = 0;
+    std::vector<uint8_t> copy;
+  };
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      more_.wait(lock, [&] { return stop_ || !pieces_.empty(); });
+      if (stop_) return;
+      Piece piece = std::move(pieces_.front());
+      pieces_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      if (piece.at != nullptr) {
+        hash_.update(piece.at, piece.n);
+      } else {
+        hash_.update(piece.copy.data(), piece.copy.size());
+      }
+      lock.lock();
+      busy_ = false;
+      if (pieces_.empty()) idle_.notify_all();
+    }
+  }
+  Hasher& hash_;
+  std::mutex mutex_;
+  std::condition_variable more_, idle_;
+  std::deque<Piece> pieces_;
+  bool busy_ = false, stop_ = false;
+  std::thread thread_;
+};
+
 StateReader::StateReader(Source source) : source_(std::move(source)) {}
+
+StateReader::~StateReader() = default;
+
+void StateReader::hash_behind() {
+  if (behind_ == nullptr) behind_ = std::make_unique<Behind>(hash_);
+}
 
 void StateReader::take(void* dst, size_t n, const char* what) {
   try {
@@ -99,7 +176,11 @@ void StateReader::take(void* dst, size_t n, const char* what) {
   } catch (const Error& e) {
     throw Error(e.kind(), fmt::format("state: {} while reading {}", e.what(), what));
   }
-  hash_.update(dst, n);
+  if (behind_ != nullptr) {
+    behind_->add(static_cast<const uint8_t*>(dst), n);
+  } else {
+    hash_.update(dst, n);
+  }
 }
 
 std::string StateReader::get_string(const char* what) {
@@ -162,6 +243,7 @@ void StateReader::sections(std::span<const StateSection> expected, const Destina
 }
 
 void StateReader::finish() {
+  if (behind_ != nullptr) behind_->drain();
   const std::string want = hash_.hex_digest();
   char got[kChecksumBytes];
   try {

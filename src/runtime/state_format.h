@@ -87,6 +87,10 @@ class StateReader {
  public:
   using Source = std::function<void(uint8_t* dst, size_t n)>;
   explicit StateReader(Source source);
+  ~StateReader();
+  // The checksum runs on a thread of its own behind the reads (a large file's read and its hashing
+  // overlap). Data destinations must then stay until finish() returns or the reader goes.
+  void hash_behind();
   StateHeader header(int64_t max_tokens);
   // expected: state_sections of the reading state for the header's token count. dest(i): where
   // section i's data goes, in pieces of expected[i].bytes in all.
@@ -103,8 +107,10 @@ class StateReader {
     return v;
   }
   std::string get_string(const char* what);
+  class Behind;  // the thread hash_behind() starts
   Source source_;
   Hasher hash_;
+  std::unique_ptr<Behind> behind_;
   int64_t n_tokens_ = -1;
 };
 

@@ -231,12 +231,12 @@ std::shared_ptr<StateBytes> StateStore::read_now(uint64_t key, const std::vector
   const fs::path p = path(key);
   Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) io_error("cannot open", p);
-  // The whole file asked of the disk at once: it streams in while the checksum runs over what came.
-  (void)::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-  (void)::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_WILLNEED);
+  (void)::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);  // a larger read-ahead
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) io_error("cannot stat", p);
+  auto out = std::make_shared<StateBytes>();  // (outlives the reader, whose hashing thread reads it)
   StateReader r([&](uint8_t* dst, size_t n) { read_all(fd.get(), dst, n, p); });
+  r.hash_behind();  // the checksum overlaps the disk
   StateHeader h = r.header(max_tokens_);
   check(h.fingerprint == fingerprint_, ErrorKind::kInvalidInput, "it was saved by another model ({})",
         h.fingerprint);
@@ -245,7 +245,6 @@ std::shared_ptr<StateBytes> StateStore::read_now(uint64_t key, const std::vector
   check(static_cast<uint64_t>(st.st_size) == file_bytes(n), ErrorKind::kInvalidInput,
         "it has {} bytes; its header says {}", st.st_size, file_bytes(n));
   const std::vector<StateSection> list = sections(n);
-  auto out = std::make_shared<StateBytes>();
   out->tokens = std::move(h.tokens);
   std::vector<uint64_t> offsets;
   uint64_t kv = 0, recurrent = 0;
