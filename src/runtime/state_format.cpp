@@ -176,10 +176,14 @@ void StateReader::take(void* dst, size_t n, const char* what) {
   } catch (const Error& e) {
     throw Error(e.kind(), fmt::format("state: {} while reading {}", e.what(), what));
   }
+  hashed(dst, n);
+}
+
+void StateReader::hashed(const void* p, size_t n) {
   if (behind_ != nullptr) {
-    behind_->add(static_cast<const uint8_t*>(dst), n);
+    behind_->add(static_cast<const uint8_t*>(p), n);
   } else {
-    hash_.update(dst, n);
+    hash_.update(p, n);
   }
 }
 
@@ -234,11 +238,19 @@ void StateReader::sections(std::span<const StateSection> expected, const Destina
     check(nbytes == e.bytes, ErrorKind::kInvalidInput, "state section '{}' has {} bytes; expected {}", name, nbytes,
           e.bytes);
     uint64_t placed = 0;
-    for (const std::span<uint8_t> piece : dest(i)) {
-      take(piece.data(), piece.size(), "section data");
-      placed += piece.size();
-    }
+    const std::vector<std::span<uint8_t>> pieces = dest(i);
+    for (const std::span<uint8_t> piece : pieces) placed += piece.size();
     check(placed == nbytes, ErrorKind::kInternal, "state section '{}': {} bytes placed of {}", name, placed, nbytes);
+    if (gather_ == nullptr) {
+      for (const std::span<uint8_t> piece : pieces) take(piece.data(), piece.size(), "section data");
+      continue;
+    }
+    try {
+      gather_(pieces);
+    } catch (const Error& e) {
+      throw Error(e.kind(), fmt::format("state: {} while reading section data", e.what()));
+    }
+    for (const std::span<uint8_t> piece : pieces) hashed(piece.data(), piece.size());
   }
 }
 

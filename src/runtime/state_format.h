@@ -91,6 +91,9 @@ class StateReader {
   // The checksum runs on a thread of its own behind the reads (a large file's read and its hashing
   // overlap). Data destinations must then stay until finish() returns or the reader goes.
   void hash_behind();
+  // A source that fills several pieces in one call (a file's readv), used for section data.
+  using GatherSource = std::function<void(std::span<const std::span<uint8_t>> pieces)>;
+  void gather_with(GatherSource gather) { gather_ = std::move(gather); }
   StateHeader header(int64_t max_tokens);
   // expected: state_sections of the reading state for the header's token count. dest(i): where
   // section i's data goes, in pieces of expected[i].bytes in all.
@@ -108,7 +111,9 @@ class StateReader {
   }
   std::string get_string(const char* what);
   class Behind;  // the thread hash_behind() starts
+  void hashed(const void* p, size_t n);
   Source source_;
+  GatherSource gather_;
   Hasher hash_;
   std::unique_ptr<Behind> behind_;
   int64_t n_tokens_ = -1;

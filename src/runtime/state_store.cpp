@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,6 +68,29 @@ void read_all(int fd, uint8_t* p, size_t n, const fs::path& path) {
     check(r > 0, ErrorKind::kInvalidInput, "the file is truncated");
     p += r;
     n -= static_cast<size_t>(r);
+  }
+}
+
+// Fills the pieces in order from fd, a few at a time per call (larger reads run faster).
+void read_pieces(int fd, std::span<const std::span<uint8_t>> pieces, const fs::path& path) {
+  std::vector<iovec> io;
+  for (const std::span<uint8_t> piece : pieces)
+    if (!piece.empty()) io.push_back({piece.data(), piece.size()});
+  size_t first = 0;
+  while (first < io.size()) {
+    const int count = static_cast<int>(std::min<size_t>(io.size() - first, 64));
+    const ssize_t r = ::readv(fd, io.data() + first, count);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      io_error("cannot read", path);
+    }
+    check(r > 0, ErrorKind::kInvalidInput, "the file is truncated");
+    auto left = static_cast<size_t>(r);
+    while (left > 0 && left >= io[first].iov_len) left -= io[first++].iov_len;  // whole pieces done
+    if (left > 0) {  // part of one
+      io[first].iov_base = static_cast<uint8_t*>(io[first].iov_base) + left;
+      io[first].iov_len -= left;
+    }
   }
 }
 
@@ -237,6 +261,7 @@ std::shared_ptr<StateBytes> StateStore::read_now(uint64_t key, const std::vector
   auto out = std::make_shared<StateBytes>();  // (outlives the reader, whose hashing thread reads it)
   StateReader r([&](uint8_t* dst, size_t n) { read_all(fd.get(), dst, n, p); });
   r.hash_behind();  // the checksum overlaps the disk
+  r.gather_with([&](std::span<const std::span<uint8_t>> pieces) { read_pieces(fd.get(), pieces, p); });
   StateHeader h = r.header(max_tokens_);
   check(h.fingerprint == fingerprint_, ErrorKind::kInvalidInput, "it was saved by another model ({})",
         h.fingerprint);
