@@ -103,7 +103,8 @@ const std::vector<SettingSpec>& table() {
        .env = "STRATA_PREFIX_CACHE_HOST",
        .help = "MiB of host memory for cached prompt prefixes moved out of device memory (the "
                "least recently used, when prefix_cache entries are cached or their blocks are "
-               "needed); a hit there moves the prefix back (0: such prefixes are dropped)",
+               "needed); a hit there moves the prefix back (0: such prefixes are dropped). With a GPU "
+               "this memory is page-locked when the engine starts",
        .min = 0,
        .field = &Settings::prefix_cache_host_mib},
       {.name = "prefix_cache_disk_mib",
