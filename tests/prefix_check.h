@@ -193,6 +193,39 @@ inline void check_message_starts(const ModelLoader& load, const OptionsFor& opti
   EXPECT_GT(warm.stats().prefix_hits, 2u);
 }
 
+// A promotion shares the whole blocks of a shorter prefix on the same cuts that is still in device
+// memory, and copies in only the rest: with one device entry, a conversation's prompt of three
+// messages leaves its longest prefix (33 tokens), and another prompt that resumes at the end of the
+// system message (19) brings that one back and pushes the 33 out to host memory. The conversation's
+// next prompt then resumes at 33 from host memory, sharing the 19's two whole blocks of 8: every
+// request gets its cold tokens.
+inline void check_shared_promotion(const ModelLoader& load, const OptionsFor& options, const std::vector<int32_t>& base) {
+  Engine cold(load(), options(1));
+  const int64_t V = cold.model().config().vocab_size;
+  const Conversation c = conversation(V, 3);
+  const GenerationRequest like = nth_request(base, V, 1);
+  GenerationRequest other = c.request(like, 1);  // the system message and a user message of its own
+  for (int k = 0; k < 3; ++k) other.prompt.push_back(static_cast<int32_t>((k * 29 + 11) % V));
+  other.boundaries = {c.starts[1]};
+  const std::vector<GenerationRequest> requests = {c.request(like, 3), other, c.request(like, 4)};
+  EngineOptions o = options(1);
+  o.kv_block_tokens = 8;
+  o.prefix_cache = 1;
+  o.prefix_cache_host_bytes = size_t{64} << 20;
+  Engine warm(load(), o);
+  std::vector<std::shared_ptr<Recorder>> works;
+  for (const GenerationRequest& r : requests) {
+    works.push_back(run_to_end(warm, r));
+    ASSERT_TRUE(works.back()->result) << works.size() - 1 << ": " << works.back()->error;
+    EXPECT_EQ(works.back()->result->tokens, run_alone(cold, r).tokens) << "request " << works.size() - 1;
+  }
+  EXPECT_EQ(works[1]->result->cached_tokens, 19);
+  EXPECT_EQ(works[1]->result->cached_tier, runtime::CacheTier::kHost);
+  EXPECT_EQ(works[2]->result->cached_tokens, 33);
+  EXPECT_EQ(works[2]->result->cached_tier, runtime::CacheTier::kHost);
+  EXPECT_EQ(warm.stats().prefix.shared_on_promotion, 16u);  // the 19's first two blocks
+}
+
 // The next turn prefilled ahead (a background request: the conversation so far and the next
 // message's first token, no tokens generated): the next turn resumes at its start and gets its cold
 // tokens. A background request gives way to any request that arrives: it is cancelled at once.

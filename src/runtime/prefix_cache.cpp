@@ -209,6 +209,16 @@ int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, std::span
   }
   if (best == nullptr) return 0;
   const uint64_t key = best->key;
+  // Below a prefix in host memory, the longest one on the same cuts still in device memory: its
+  // whole blocks hold the same rows, so a promotion shares them instead of copying them in.
+  std::optional<uint64_t> under;
+  if (best->tier != CacheTier::kDevice)
+    for (size_t i = cuts.size(); i-- > 0 && !under;) {
+      const Entry* e = find(keys[i]);
+      if (e != nullptr && e->tier == CacheTier::kDevice && e->tokens.size() < best->tokens.size() &&
+          static_cast<int64_t>(e->tokens.size()) == cuts[i] && std::equal(e->tokens.begin(), e->tokens.end(), prompt.begin()))
+        under = e->key;
+    }
   Entry& e = *find(key);
   if (e.disk == Entry::Disk::kStored) store_->touch(key);  // its age orders eviction after a restart
   if (e.tier == CacheTier::kDisk && e.bytes == nullptr) {  // only in its file: read it first
@@ -227,14 +237,14 @@ int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, std::span
     const Entry& d = *find(key);
     copy_recurrent(seq, d.recurrent, /*to_copies=*/false);
     seq.assume(d.tokens);
-  } else if (!promote(key, slot)) {
+  } else if (!promote(key, slot, under)) {
     return 0;
   }
   if (tier != nullptr) *tier = from;
   return static_cast<int64_t>(find(key)->tokens.size());
 }
 
-bool PrefixCache::promote(uint64_t key, int slot) {
+bool PrefixCache::promote(uint64_t key, int slot, std::optional<uint64_t> under) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
   auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
@@ -243,13 +253,24 @@ bool PrefixCache::promote(uint64_t key, int slot) {
   // Making room may push it on down too (a tiny host budget): then its bytes are gone from here.
   auto here = [&] { return find(key) != nullptr && find(key)->bytes != nullptr; };
   const auto length = static_cast<int64_t>(find(key)->tokens.size());
-  while (!pool_.reserve(slot, length))
+  if (Entry* u = under ? find(*under) : nullptr) u->used = clock_;  // (as recent: making room takes others first)
+  // The blocks it needs: fresh ones, but for the whole blocks of `under` while that is in device
+  // memory (making room may move it down: then all are fresh).
+  int64_t shared = 0;  // of `under`'s blocks
+  for (;;) {
+    const Entry* u = under ? find(*under) : nullptr;
+    shared = u != nullptr && u->tier == CacheTier::kDevice ? static_cast<int64_t>(u->tokens.size()) / pool_.block_tokens() : 0;
+    if (pool_.free_kv_blocks() >= pool_.blocks_for(length) - shared) break;
     if (!evict_sparing(key) || !here()) return false;  // no blocks to be had
+  }
+  if (shared > 0) pool_.share(slot, std::span<const int32_t>(find(*under)->blocks).first(static_cast<size_t>(shared)));
+  check(pool_.reserve(slot, length), ErrorKind::kInternal, "prefix cache: blocks counted free were not");
   const Clock::time_point t1 = Clock::now();
   Entry& e = *find(key);
   Sequence& seq = pool_.sequence(slot);
   const std::shared_ptr<const StateBytes> bytes = e.bytes;
-  pool_.load_blocks(seq.state().blocks, length, bytes->kv);
+  pool_.load_blocks(seq.state().blocks, length, bytes->kv, shared * pool_.block_tokens());
+  stats_.shared_on_promotion += static_cast<uint64_t>(shared * pool_.block_tokens());
   const Clock::time_point t2 = Clock::now();
   size_t at = 0;
   for (const model::StateBuffer& b : seq.state().buffers)
@@ -269,9 +290,9 @@ bool PrefixCache::promote(uint64_t key, int slot) {
   // One device entry too many now: the least recently used one goes down (after the copies in, so
   // that it may take the pages these bytes leave).
   if (count(CacheTier::kDevice) > capacity_) demote(least_used(CacheTier::kDevice));
-  log::debug("prefix cache: {} tokens back in device memory in {:.1f} ms (blocks {:.1f}, KV rows {:.1f}, recurrent {:.1f}, "
-             "device copy {:.1f}, demotion {:.1f})",
-             length, ms(t0, Clock::now()), ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4), ms(t4, Clock::now()));
+  log::debug("prefix cache: {} tokens back in device memory ({} in blocks shared) in {:.1f} ms (blocks {:.1f}, KV rows {:.1f}, "
+             "recurrent {:.1f}, device copy {:.1f}, demotion {:.1f})",
+             length, shared * pool_.block_tokens(), ms(t0, Clock::now()), ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4), ms(t4, Clock::now()));
   return true;
 }
 

@@ -23,8 +23,10 @@
 // entry moves to host memory as bytes, within `host_bytes`; the least recently used host entries
 // move on to disk to make room (runtime/state_store.h, within the disk budget; without a disk tier
 // they are dropped). A hit on a host entry takes fresh blocks, copies the bytes in, and the entry is
-// a device entry again. A hit on a disk entry is read on the store's thread while the engine goes
-// on (resume says to wait); the read entry is a host entry, and the retried resume promotes it.
+// a device entry again; the whole blocks of a shorter prefix on the same cuts that is still in
+// device memory hold the same rows (the same chunks computed them), so those are shared instead.
+// A hit on a disk entry is read on the store's thread while the engine goes on (resume says to
+// wait); the read entry is a host entry, and the retried resume promotes it.
 //
 // The disk tier also keeps what a restart would lose: the longest prefix each prompt's prefill
 // records is written there at once (on the store's thread), and the files found at start are disk
@@ -67,6 +69,7 @@ struct PrefixCacheStats {
   uint64_t disk_writes = 0, disk_write_failures = 0, disk_reads = 0, disk_read_failures = 0;
   double disk_write_seconds = 0, disk_read_seconds = 0;
   uint64_t disk_written_bytes = 0, disk_read_bytes = 0;
+  uint64_t shared_on_promotion = 0;  // tokens whose rows a promotion shared instead of copying
 };
 
 class PrefixCache {
@@ -159,8 +162,9 @@ class PrefixCache {
   // seq's recurrent buffers into `copies` (to_copies), or back.
   void copy_recurrent(const Sequence& seq, const std::vector<backend::Buffer>& copies, bool to_copies) const;
   // An entry's bytes (a host entry's, or those of a write on its way) into fresh blocks of the
-  // slot; false when it cannot get them.
-  bool promote(uint64_t key, int slot);
+  // slot, but for the whole blocks of `under` (a shorter prefix of it on the same cuts, in device
+  // memory), which it shares; false when it cannot get them.
+  bool promote(uint64_t key, int slot, std::optional<uint64_t> under);
 
   StatePool& pool_;
   int64_t capacity_ = 0;  // device entries

@@ -138,15 +138,16 @@ void StatePool::let_go(std::span<const int32_t> blocks) {
 size_t StatePool::kv_bytes(int64_t tokens) const { return Sequence::kv_bytes(sequences_.front()->state(), tokens); }
 
 template <typename F>
-void StatePool::for_runs(std::span<const int32_t> blocks, int64_t tokens, F&& f) const {
-  check(tokens >= 0 && blocks_for(tokens) <= static_cast<int64_t>(blocks.size()), ErrorKind::kInternal,
-        "{} tokens in {} blocks", tokens, blocks.size());
+void StatePool::for_runs(std::span<const int32_t> blocks, int64_t tokens, F&& f, int64_t from) const {
+  check(tokens >= 0 && blocks_for(tokens) <= static_cast<int64_t>(blocks.size()) && from >= 0 &&
+            from % block_tokens_ == 0,
+        ErrorKind::kInternal, "tokens [{}, {}) in {} blocks", from, tokens, blocks.size());
   size_t offset = 0;
   for (const model::StateBuffer& b : sequences_.front()->state().buffers) {  // every slot's are the pools
     if (!b.token_indexed) continue;
     const Tensor& pool = b.tensor.view();
     const size_t row = pool.rows(0, 1).nbytes();
-    for (int64_t at = 0; at < tokens;) {
+    for (int64_t at = from; at < tokens;) {
       auto i = static_cast<size_t>(at / block_tokens_);
       const int32_t first = blocks[i];
       while ((static_cast<int64_t>(i) + 1) * block_tokens_ < tokens && blocks[i + 1] == blocks[i] + 1) ++i;
@@ -171,15 +172,19 @@ void StatePool::save_blocks(std::span<const int32_t> blocks, int64_t tokens, Pag
   backend::synchronize(device_);
 }
 
-void StatePool::load_blocks(std::span<const int32_t> blocks, int64_t tokens, const PagedBytes& src) const {
+void StatePool::load_blocks(std::span<const int32_t> blocks, int64_t tokens, const PagedBytes& src,
+                            int64_t from) const {
   check(src.size() == kv_bytes(tokens), ErrorKind::kInternal, "{} bytes for rows of {}", src.size(), kv_bytes(tokens));
-  for_runs(blocks, tokens, [&](const Tensor& rows, size_t offset) {
-    size_t at = 0;
-    src.pieces(offset, rows.nbytes(), [&](const uint8_t* p, size_t n) {
-      backend::copy_queued(backend::host_bytes(p, n), backend::byte_view(rows, at, n));
-      at += n;
-    });
-  });
+  for_runs(
+      blocks, tokens,
+      [&](const Tensor& rows, size_t offset) {
+        size_t at = 0;
+        src.pieces(offset, rows.nbytes(), [&](const uint8_t* p, size_t n) {
+          backend::copy_queued(backend::host_bytes(p, n), backend::byte_view(rows, at, n));
+          at += n;
+        });
+      },
+      from);
   backend::synchronize(device_);  // before the pages may go
 }
 

@@ -76,7 +76,9 @@ class StatePool {
   // blocks and page (page-locked on a GPU, so each is a DMA). Both return once the copies are done.
   size_t kv_bytes(int64_t tokens) const;
   void save_blocks(std::span<const int32_t> blocks, int64_t tokens, PagedBytes& dst) const;
-  void load_blocks(std::span<const int32_t> blocks, int64_t tokens, const PagedBytes& src) const;
+  // from: only the rows of tokens [from, tokens) (from a whole number of blocks), those blocks
+  // holding the others already.
+  void load_blocks(std::span<const int32_t> blocks, int64_t tokens, const PagedBytes& src, int64_t from = 0) const;
   // The host memory states leave the device in (preemption here, the prefix cache's tiers).
   const std::shared_ptr<HostPages>& host_pages() const { return host_pages_; }
   // Preemption: the sequence's KV rows go to host memory and its blocks back to the pool (the
@@ -96,10 +98,11 @@ class StatePool {
   void upload_table(int slot);
   void unref(int32_t block);
   void copy_rows(int32_t from, int32_t to, int64_t rows);  // a block's first rows into another
-  // f(rows, offset) for each run of consecutive blocks among the first `tokens` tokens' in
-  // `blocks`, per token-indexed buffer: the rows in the pool, and where they are in kv_bytes' layout.
+  // f(rows, offset) for each run of consecutive blocks among tokens [from, tokens)'s in `blocks`
+  // (from: a whole number of blocks), per token-indexed buffer: the rows in the pool, and where
+  // they are in kv_bytes(tokens)' layout.
   template <typename F>
-  void for_runs(std::span<const int32_t> blocks, int64_t tokens, F&& f) const;
+  void for_runs(std::span<const int32_t> blocks, int64_t tokens, F&& f, int64_t from = 0) const;
 
   struct Swap {
     bool out = false;

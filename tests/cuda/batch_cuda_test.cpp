@@ -166,6 +166,10 @@ TEST_P(CudaBatchExactness, PrefixesMovedToHostMemoryComeBackExactly) {
   test::check_host_tier([&] { return load(); }, options, test::load_golden("llama").prompt);
 }
 
+TEST_P(CudaBatchExactness, PromotionsShareTheBlocksOfAShorterPrefixInDeviceMemory) {
+  test::check_shared_promotion([&] { return load(); }, options, test::load_golden("llama").prompt);
+}
+
 TEST_P(CudaBatchExactness, PrefixesOnDiskSurviveARestartExactly) {
   test::check_disk_restart([&] { return load(); }, options, test::load_golden("llama").prompt);
 }

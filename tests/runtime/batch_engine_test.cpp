@@ -188,6 +188,10 @@ TEST_P(BatchExactness, PrefixesMovedToHostMemoryComeBackExactly) {
   test::check_host_tier([&] { return load(); }, [&](int64_t n) { return options(n); }, base());
 }
 
+TEST_P(BatchExactness, PromotionsShareTheBlocksOfAShorterPrefixInDeviceMemory) {
+  test::check_shared_promotion([&] { return load(); }, [&](int64_t n) { return options(n); }, base());
+}
+
 TEST_P(BatchExactness, PrefixesOnDiskSurviveARestartExactly) {
   test::check_disk_restart([&] { return load(); }, [&](int64_t n) { return options(n); }, base());
 }
