@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -154,7 +155,8 @@ std::string bench_prefix(const std::string& name, const Json& config, int bits, 
   engine = engine_with(1);
   (void)run_one(*engine, tokens_of(99, 64, vocab), none, 2);
   (void)run_one(*engine, with(system, 2), user_start, 2);
-  (void)run_one(*engine, with(tokens_of(5, 2 * 512, vocab), 6), {2 * 512}, 2);
+  const int64_t other = std::min<int64_t>(2 * 512, plan.system);  // (it must fit the context too)
+  (void)run_one(*engine, with(tokens_of(5, other, vocab), 6), {other}, 2);
   const Run host = run_one(*engine, with(system, 3), user_start, plan.answer);
   // The disk tier after a restart: the prompt's longest prefix is written as it runs; a new engine
   // finds the file, out of the page cache too (so that it is read from the disk itself).
