@@ -56,37 +56,58 @@ std::vector<uint8_t> PagedBytes::to_vector() const {
   return out;
 }
 
-std::shared_ptr<HostPages> HostPages::create(Device device, size_t page_bytes) {
+std::shared_ptr<HostPages> HostPages::create(Device device, size_t page_bytes, std::chrono::milliseconds keep_idle) {
   check(page_bytes > 0, ErrorKind::kInternal, "host pages of 0 bytes");
-  return std::shared_ptr<HostPages>(new HostPages(device, page_bytes));
+  return std::shared_ptr<HostPages>(new HostPages(device, page_bytes, keep_idle));
 }
 
 void HostPages::reserve(size_t bytes) {
   std::lock_guard lock(mutex_);
-  size_t all = 0;
-  for (const backend::HostMemory& s : slabs_) all += s.size();
-  if (bytes > all) grow((bytes - all + page_bytes_ - 1) / page_bytes_);
+  size_t reserved = 0;
+  for (const auto& s : slabs_)
+    if (s->reserved) reserved += s->memory.size();
+  if (bytes > reserved) grow((bytes - reserved + page_bytes_ - 1) / page_bytes_, /*reserved=*/true);
 }
 
 size_t HostPages::allocated_bytes() const {
   std::lock_guard lock(mutex_);
   size_t n = 0;
-  for (const backend::HostMemory& s : slabs_) n += s.size();
+  for (const auto& s : slabs_) n += s->memory.size();
   return n;
 }
 
 size_t HostPages::free_bytes() const {
   std::lock_guard lock(mutex_);
-  return free_.size() * page_bytes_;
+  return free_pages_ * page_bytes_;
 }
 
-void HostPages::grow(size_t pages) {
-  pages = std::max(pages, kSlabPages);
-  backend::HostMemory& slab = slabs_.emplace_back(device_, pages * page_bytes_);
-  for (size_t i = 0; i < pages; ++i) free_.push_back(slab.data() + i * page_bytes_);
+void HostPages::grow(size_t pages, bool reserved) {
+  if (!reserved) pages = std::max(pages, kSlabPages);
+  auto slab = std::make_unique<Slab>(Slab{backend::HostMemory(device_, pages * page_bytes_), pages, {}, reserved, {}});
+  for (size_t i = 0; i < pages; ++i) slab->free.push_back(slab->memory.data() + i * page_bytes_);
+  free_pages_ += pages;
+  by_start_[slab->memory.data()] = slab.get();
+  // The reserve stays ahead of the grown slabs (pages are taken from the front).
+  const auto at = reserved ? std::find_if(slabs_.begin(), slabs_.end(), [](const auto& s) { return !s->reserved; })
+                           : slabs_.end();
+  slabs_.insert(at, std::move(slab));
   size_t all = 0;
-  for (const backend::HostMemory& s : slabs_) all += s.size();
+  for (const auto& s : slabs_) all += s->memory.size();
   log::debug("host pages: {} MiB more, {} MiB in all", (pages * page_bytes_) >> 20, all >> 20);
+}
+
+void HostPages::trim(Clock::time_point now) {
+  for (size_t i = 0; i < slabs_.size();) {
+    Slab& s = *slabs_[i];
+    if (s.reserved || s.free.size() != s.pages || now - s.idle_since < keep_idle_) {
+      ++i;
+      continue;
+    }
+    free_pages_ -= s.pages;
+    by_start_.erase(s.memory.data());
+    log::debug("host pages: {} MiB given back", (s.pages * page_bytes_) >> 20);
+    slabs_.erase(slabs_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
 }
 
 PagedBytes HostPages::take(size_t n) {
@@ -94,11 +115,19 @@ PagedBytes HostPages::take(size_t n) {
   out.pool_ = shared_from_this();
   out.page_bytes_ = page_bytes_;
   out.size_ = n;
-  const size_t pages = (n + page_bytes_ - 1) / page_bytes_;
+  size_t pages = (n + page_bytes_ - 1) / page_bytes_;
+  out.pages_.reserve(pages);
   std::lock_guard lock(mutex_);
-  if (free_.size() < pages) grow(pages - free_.size());
-  out.pages_.assign(free_.end() - static_cast<std::ptrdiff_t>(pages), free_.end());
-  free_.resize(free_.size() - pages);
+  trim(Clock::now());
+  if (free_pages_ < pages) grow(pages - free_pages_, /*reserved=*/false);
+  free_pages_ -= pages;
+  for (const auto& s : slabs_) {
+    const size_t k = std::min(pages, s->free.size());
+    out.pages_.insert(out.pages_.end(), s->free.end() - static_cast<std::ptrdiff_t>(k), s->free.end());
+    s->free.resize(s->free.size() - k);
+    pages -= k;
+    if (pages == 0) break;
+  }
   return out;
 }
 
@@ -110,7 +139,14 @@ PagedBytes HostPages::take_copy(std::span<const uint8_t> bytes) {
 
 void HostPages::give_back(std::span<uint8_t* const> pages) {
   std::lock_guard lock(mutex_);
-  free_.insert(free_.end(), pages.begin(), pages.end());
+  const Clock::time_point now = Clock::now();
+  for (uint8_t* page : pages) {
+    Slab& s = *std::prev(by_start_.upper_bound(page))->second;
+    s.free.push_back(page);
+    if (s.free.size() == s.pages) s.idle_since = now;
+  }
+  free_pages_ += pages.size();
+  trim(now);
 }
 
 }  // namespace strata::runtime

@@ -2,9 +2,12 @@
 // disk reads and writes, preempted sequences), in pages of one size taken from slabs that are
 // allocated once and reused. For a GPU the slabs are page-locked, so a state moves between host
 // and device memory by DMA at the bus's speed (about 50 GB/s on PCIe 5, against 6-8 through
-// pageable memory); locking costs about 0.5 s per GiB, which is why pages are never given back to
-// the system while the pool lives. A pool starts with the bytes it is told to reserve (the host
-// tier's budget) and grows by slabs when more are taken at once.
+// pageable memory); locking costs about 0.5 s per GiB, which is why pages are reused rather than
+// given back to the system. A pool keeps the bytes it is told to reserve (the host tier's budget)
+// for its life, and grows by slabs when more are taken at once (writes on their way, preempted
+// sequences); a grown slab goes back to the system once all its pages have been free for a while
+// (`keep_idle`), so that a burst does not keep memory locked for good. Pages are taken from the
+// reserve first, then from the oldest grown slabs, so that the newest drain.
 //
 // PagedBytes: bytes in such pages, read and written by offset; contiguous pieces of it are what
 // copies to and from the device take. Its pages go back to the pool when it goes. Thread-safe: a
@@ -13,9 +16,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <algorithm>
+#include <chrono>
 #include <span>
 #include <vector>
 
@@ -61,7 +66,9 @@ class PagedBytes {
 
 class HostPages : public std::enable_shared_from_this<HostPages> {
  public:
-  static std::shared_ptr<HostPages> create(Device device, size_t page_bytes);
+  static constexpr std::chrono::milliseconds kKeepIdle{5000};
+  static std::shared_ptr<HostPages> create(Device device, size_t page_bytes,
+                                           std::chrono::milliseconds keep_idle = kKeepIdle);
   // Plain host memory in small pages (tests; states of the CPU).
   static std::shared_ptr<HostPages> plain() { return create(Device::kCpu, size_t{64} << 10); }
 
@@ -70,23 +77,36 @@ class HostPages : public std::enable_shared_from_this<HostPages> {
   size_t allocated_bytes() const;  // all slabs
   size_t free_bytes() const;
 
-  // Grows the pool to at least `bytes` (whole pages).
+  // Grows the reserve to at least `bytes` (whole pages): kept for the pool's life.
   void reserve(size_t bytes);
   // n bytes (not zeroed) in free pages, growing the pool when too few are.
   PagedBytes take(size_t n);
   PagedBytes take_copy(std::span<const uint8_t> bytes);  // pages holding a copy of bytes
 
  private:
-  HostPages(Device device, size_t page_bytes) : device_(device), page_bytes_(page_bytes) {}
-  void grow(size_t pages);  // under mutex_
+  using Clock = std::chrono::steady_clock;
+  struct Slab {
+    backend::HostMemory memory;
+    size_t pages = 0;
+    std::vector<uint8_t*> free;
+    bool reserved = false;
+    Clock::time_point idle_since;  // a grown slab's, since all its pages came back
+  };
+  HostPages(Device device, size_t page_bytes, std::chrono::milliseconds keep_idle)
+      : device_(device), page_bytes_(page_bytes), keep_idle_(keep_idle) {}
+  // Under mutex_: a new slab of at least `pages` pages; the grown slabs idle past keep_idle go.
+  void grow(size_t pages, bool reserved);
+  void trim(Clock::time_point now);
   void give_back(std::span<uint8_t* const> pages);
   friend class PagedBytes;
 
   Device device_;
   size_t page_bytes_;
+  std::chrono::milliseconds keep_idle_;
   mutable std::mutex mutex_;
-  std::vector<backend::HostMemory> slabs_;
-  std::vector<uint8_t*> free_;
+  std::vector<std::unique_ptr<Slab>> slabs_;  // the reserve first, then grown ones, oldest first
+  std::map<const uint8_t*, Slab*> by_start_;   // where each slab's memory starts
+  size_t free_pages_ = 0;
 };
 
 }  // namespace strata::runtime

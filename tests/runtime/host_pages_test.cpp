@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -66,6 +67,31 @@ TEST(HostPages, PagesAreReusedBeforeThePoolGrows) {
   { const PagedBytes big = pool->take(reserved + 1); }
   EXPECT_GT(pool->allocated_bytes(), reserved);
   EXPECT_EQ(pool->free_bytes(), pool->allocated_bytes());
+}
+
+// The reserve stays for the pool's life; a grown slab goes back to the system once all its pages
+// have been free for keep_idle (at once here), and not while any of them is taken.
+TEST(HostPages, GrownSlabsGoBackWhenIdleAndTheReserveStays) {
+  const auto pool = HostPages::create(Device::kCpu, 64, std::chrono::milliseconds(0));
+  pool->reserve(64 * 4);
+  EXPECT_EQ(pool->allocated_bytes(), 64u * 4);
+  {
+    const PagedBytes all = pool->take(64 * 4);  // the reserve, wholly
+    EXPECT_EQ(pool->allocated_bytes(), 64u * 4);
+    const PagedBytes more = pool->take(64 * 3);  // a grown slab (of 16 pages at least)
+    EXPECT_GT(pool->allocated_bytes(), 64u * 4);
+    {
+      const PagedBytes again = pool->take(64);  // from the grown slab's free pages
+      EXPECT_EQ(again.to_vector().size(), 64u);
+    }
+    EXPECT_GT(pool->allocated_bytes(), 64u * 4);  // `more` still holds pages of it
+  }
+  EXPECT_EQ(pool->allocated_bytes(), 64u * 4);
+  EXPECT_EQ(pool->free_bytes(), 64u * 4);
+
+  const auto keeping = HostPages::create(Device::kCpu, 64);  // the default: kept a while
+  { const PagedBytes b = keeping->take(64); }
+  EXPECT_GT(keeping->allocated_bytes(), 0u);
 }
 
 // Bytes outlive the handle that made them (the store's reads finish after an engine may go), and
