@@ -37,6 +37,7 @@ runtime::EngineOptions engine_options(const Settings& settings, int64_t context_
   options.prefix_cache = settings.prefix_cache;
   options.prefix_cache_host_bytes = static_cast<size_t>(settings.prefix_cache_host_mib) << 20;
   options.prefix_cache_disk_bytes = static_cast<uint64_t>(settings.prefix_cache_disk_mib) << 20;
+  options.prefix_cache_compress = settings.prefix_cache_compress;
   if (options.prefix_cache_disk_bytes > 0) options.state_dir = state_root(settings);
   return options;
 }

@@ -124,6 +124,14 @@ const std::vector<SettingSpec>& table() {
                "layout (\"\": $STRATA_DATA_DIR/state, else $XDG_DATA_HOME/strata/state, else "
                "~/.local/share/strata/state)",
        .field = &Settings::state_dir},
+      {.name = "prefix_cache_compress",
+       .type = SettingType::kBool,
+       .env = "STRATA_PREFIX_CACHE_COMPRESS",
+       .help = "Write the disk tier's files compressed (zstd, each 4 MiB chunk's bytes shuffled "
+               "so that BF16 values' exponents compress apart): about 70% of the bytes to read "
+               "back, decompressed on several threads while the disk streams (false: plain files; "
+               "both kinds are read)",
+       .field = &Settings::prefix_cache_compress},
       {.name = "prefill_ahead",
        .type = SettingType::kBool,
        .env = "STRATA_PREFILL_AHEAD",

@@ -40,6 +40,7 @@ struct Settings {
   int64_t prefix_cache_host_mib = 1024;  // EngineOptions::prefix_cache_host_bytes, in MiB
   int64_t prefix_cache_disk_mib = 8192;  // EngineOptions::prefix_cache_disk_bytes, in MiB (0: off)
   std::string state_dir;                 // the disk tier's root; "": cli::state_root()'s default
+  bool prefix_cache_compress = true;     // EngineOptions::prefix_cache_compress
   bool prefill_ahead = true;             // the server prefills a chat's next turn while idle
   // How a model runs: switches to compare against (model::LoadOptions, runtime::EngineOptions).
   bool cuda_graphs = true;

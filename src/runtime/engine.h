@@ -59,6 +59,7 @@ struct EngineOptions {
   // is written there, and prefixes dropped from host memory move there; they survive restarts.
   std::filesystem::path state_dir = {};
   uint64_t prefix_cache_disk_bytes = 0;
+  bool prefix_cache_compress = false;  // the disk tier's files written compressed
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };

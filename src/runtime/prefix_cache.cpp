@@ -47,7 +47,7 @@ PrefixCache::PrefixCache(const model::Model& model, StatePool& pool, const Prefi
     store_ = std::make_unique<StateStore>(
         state_directory(options.state_root, model.fingerprint(), backend::device_name(model.device()), chunk_,
                         layout),
-        model.fingerprint(), layout, layout.capacity, pool.host_pages());
+        model.fingerprint(), layout, layout.capacity, pool.host_pages(), options.compress);
   } catch (const std::exception& e) {
     log::error("prefix cache: no disk tier: {}", e.what());
     return;
@@ -60,7 +60,7 @@ PrefixCache::PrefixCache(const model::Model& model, StatePool& pool, const Prefi
     e.tier = CacheTier::kDisk;
     e.disk = Entry::Disk::kStored;
     e.used = ++clock_;  // oldest file first
-    stats_.disk_bytes += s.bytes;
+    stats_.disk_bytes += store_->file_bytes(static_cast<int64_t>(e.tokens.size()));  // (budgets count uncompressed bytes)
     add(std::move(e));
   }
   if (!entries_.empty())

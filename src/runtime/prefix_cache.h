@@ -59,6 +59,7 @@ struct PrefixCacheOptions {
   size_t host_bytes = 0;
   std::filesystem::path state_root;  // the disk tier's root (empty: no disk tier)
   uint64_t disk_bytes = 0;
+  bool compress = false;  // its files written compressed
 };
 
 struct PrefixCacheStats {

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "runtime/state_compression.h"
 #include "core/log.h"
 
 namespace strata::runtime {
@@ -55,6 +56,28 @@ void write_all(int fd, const uint8_t* p, size_t n, const fs::path& path) {
     p += w;
     n -= static_cast<size_t>(w);
   }
+}
+
+void pwrite_all(int fd, const uint8_t* p, size_t n, uint64_t offset, const fs::path& path) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      io_error("cannot write", path);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+}
+
+// The compressed form's reader when fd's file is one (runtime/state_compression.h), else null.
+std::unique_ptr<CompressedStateReader> open_compressed(int fd, uint64_t file_bytes, bool ahead) {
+  char magic[sizeof(kCompressedStateMagic)] = {};
+  if (file_bytes < sizeof(magic) || ::pread(fd, magic, sizeof(magic), 0) != static_cast<ssize_t>(sizeof(magic)) ||
+      std::memcmp(magic, kCompressedStateMagic, sizeof(magic)) != 0)
+    return nullptr;
+  return std::make_unique<CompressedStateReader>(fd, file_bytes, ahead);
 }
 
 // Fills exactly n bytes from fd; a file that ends first is truncated.
@@ -133,8 +156,12 @@ fs::path state_directory(const fs::path& root, const std::string& fingerprint, s
 }
 
 StateStore::StateStore(fs::path dir, std::string fingerprint, const model::ModelState& layout, int64_t max_tokens,
-                       std::shared_ptr<HostPages> pages)
-    : dir_(std::move(dir)), fingerprint_(std::move(fingerprint)), max_tokens_(max_tokens), pages_(std::move(pages)) {
+                       std::shared_ptr<HostPages> pages, bool compress)
+    : dir_(std::move(dir)),
+      fingerprint_(std::move(fingerprint)),
+      max_tokens_(max_tokens),
+      pages_(std::move(pages)),
+      compress_(compress) {
   layout_ = state_sections(layout, 0);
   for (const StateSection& s : state_sections(layout, 1)) row_bytes_.push_back(s.token_indexed ? s.bytes : 0);
   std::error_code ec;
@@ -185,13 +212,21 @@ void StateStore::index() {
     try {
       Fd fd(::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC));
       if (fd.get() < 0) io_error("cannot open", entry.path());
-      StateReader r([&](uint8_t* dst, size_t n) { read_all(fd.get(), dst, n, entry.path()); });
+      const uint64_t size = fs::file_size(entry.path());
+      const std::unique_ptr<CompressedStateReader> z = open_compressed(fd.get(), size, /*ahead=*/false);
+      StateReader r([&](uint8_t* dst, size_t n) {
+        if (z != nullptr) {
+          z->read(dst, n);
+        } else {
+          read_all(fd.get(), dst, n, entry.path());
+        }
+      });
       StateHeader h = r.header(max_tokens_);
       check(h.fingerprint == fingerprint_, ErrorKind::kInvalidInput, "it was saved by another model ({})",
             h.fingerprint);
-      const uint64_t size = fs::file_size(entry.path());
+      const uint64_t stream = z != nullptr ? z->raw_bytes() : size;
       const uint64_t want = file_bytes(static_cast<int64_t>(h.tokens.size()));
-      check(size == want, ErrorKind::kInvalidInput, "it has {} bytes; its header says {}", size, want);
+      check(stream == want, ErrorKind::kInvalidInput, "it holds {} bytes; its header says {}", stream, want);
       index_.push_back({key, std::move(h.tokens), size, fs::last_write_time(entry.path())});
     } catch (const std::exception& e) {
       log::warn("state cache: removing {}: {}", entry.path().string(), e.what());
@@ -222,7 +257,16 @@ void StateStore::write_now(uint64_t key, const StateBytes& state) const {
       write_all(fd.get(), buffer.data(), buffer.size(), temporary);
       buffer.clear();
     };
+    std::unique_ptr<CompressedStateWriter> z;
+    if (compress_)
+      z = std::make_unique<CompressedStateWriter>(
+          file_bytes(n), [&](const uint8_t* p, size_t size) { write_all(fd.get(), p, size, temporary); },
+          [&](uint64_t offset, const uint8_t* p, size_t size) { pwrite_all(fd.get(), p, size, offset, temporary); });
     StateWriter w([&](const uint8_t* p, size_t size) {
+      if (z != nullptr) {
+        z->push(p, size);
+        return;
+      }
       if (buffer.size() + size > kWriteBuffer) drain();
       if (size >= kWriteBuffer) {
         write_all(fd.get(), p, size, temporary);
@@ -239,6 +283,7 @@ void StateStore::write_now(uint64_t key, const StateBytes& state) const {
       at += s.bytes;
     }
     w.finish();
+    if (z != nullptr) z->finish();
     drain();
     if (::fsync(fd.get()) != 0) io_error("cannot sync", temporary);
     if (::close(fd.release()) != 0) io_error("cannot close", temporary);
@@ -259,16 +304,27 @@ std::shared_ptr<StateBytes> StateStore::read_now(uint64_t key, const std::vector
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) io_error("cannot stat", p);
   auto out = std::make_shared<StateBytes>();  // (outlives the reader, whose hashing thread reads it)
-  StateReader r([&](uint8_t* dst, size_t n) { read_all(fd.get(), dst, n, p); });
+  // A compressed file streams in on a thread while others decompress it.
+  const std::unique_ptr<CompressedStateReader> z =
+      open_compressed(fd.get(), static_cast<uint64_t>(st.st_size), /*ahead=*/true);
+  StateReader r([&](uint8_t* dst, size_t n) {
+    if (z != nullptr) {
+      z->read(dst, n);
+    } else {
+      read_all(fd.get(), dst, n, p);
+    }
+  });
   r.hash_behind();  // the checksum overlaps the disk
-  r.gather_with([&](std::span<const std::span<uint8_t>> pieces) { read_pieces(fd.get(), pieces, p); });
+  if (z == nullptr)
+    r.gather_with([&](std::span<const std::span<uint8_t>> pieces) { read_pieces(fd.get(), pieces, p); });
   StateHeader h = r.header(max_tokens_);
   check(h.fingerprint == fingerprint_, ErrorKind::kInvalidInput, "it was saved by another model ({})",
         h.fingerprint);
   check(h.tokens == tokens, ErrorKind::kInvalidInput, "it holds another prefix than its name says");
   const auto n = static_cast<int64_t>(tokens.size());
-  check(static_cast<uint64_t>(st.st_size) == file_bytes(n), ErrorKind::kInvalidInput,
-        "it has {} bytes; its header says {}", st.st_size, file_bytes(n));
+  const uint64_t stream = z != nullptr ? z->raw_bytes() : static_cast<uint64_t>(st.st_size);
+  check(stream == file_bytes(n), ErrorKind::kInvalidInput, "it holds {} bytes; its header says {}", stream,
+        file_bytes(n));
   const std::vector<StateSection> list = sections(n);
   out->tokens = std::move(h.tokens);
   std::vector<uint64_t> offsets;
@@ -363,7 +419,7 @@ void StateStore::run(Lane& lane) {
         done.emplace(Done{Done::Kind::kRead, job.key, {}, nullptr, 0, 0});
         try {
           done->state = read_now(job.key, job.tokens);
-          done->bytes = file_bytes(static_cast<int64_t>(job.tokens.size()));
+          done->bytes = fs::file_size(path(job.key), ec);  // as stored (compressed or not)
         } catch (const std::exception& e) {
           done->error = e.what();
         }

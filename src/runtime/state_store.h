@@ -58,9 +58,10 @@ std::filesystem::path state_directory(const std::filesystem::path& root, const s
 class StateStore {
  public:
   // Opens (creating) `dir` for states of this fingerprint whose buffers are laid out as `layout`'s,
-  // at most `max_tokens` tokens each, and indexes it. Reads land in pages of `pages`.
+  // at most `max_tokens` tokens each, and indexes it. Reads land in pages of `pages`. compress:
+  // files are written compressed (runtime/state_compression.h); both forms are read.
   StateStore(std::filesystem::path dir, std::string fingerprint, const model::ModelState& layout,
-             int64_t max_tokens, std::shared_ptr<HostPages> pages = HostPages::plain());
+             int64_t max_tokens, std::shared_ptr<HostPages> pages = HostPages::plain(), bool compress = false);
   ~StateStore();  // finishes the queued writes, then stops
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
@@ -68,7 +69,7 @@ class StateStore {
   const std::filesystem::path& dir() const { return dir_; }
   // The valid files found at start, least recently used first. Taken once.
   std::vector<StoredState> take_index() { return std::move(index_); }
-  // The bytes of a file holding n tokens.
+  // The bytes of a file holding n tokens (uncompressed: what budgets count).
   uint64_t file_bytes(int64_t n_tokens) const;
 
   // Jobs, run in the order queued (writes and removals on one thread, reads on another):
@@ -120,6 +121,7 @@ class StateStore {
   std::vector<uint64_t> row_bytes_;   // per section: a token's bytes (0: not token-indexed)
   int64_t max_tokens_ = 0;
   std::shared_ptr<HostPages> pages_;
+  bool compress_ = false;
   std::vector<StoredState> index_;
 
   std::mutex mutex_;

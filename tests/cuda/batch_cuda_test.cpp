@@ -174,6 +174,17 @@ TEST_P(CudaBatchExactness, PrefixesOnDiskSurviveARestartExactly) {
   test::check_disk_restart([&] { return load(); }, options, test::load_golden("llama").prompt);
 }
 
+TEST_P(CudaBatchExactness, CompressedPrefixesOnDiskSurviveARestartExactly) {
+  test::check_disk_restart(
+      [&] { return load(); },
+      [&](int64_t n) {
+        runtime::EngineOptions o = options(n);
+        o.prefix_cache_compress = true;
+        return o;
+      },
+      test::load_golden("llama").prompt);
+}
+
 TEST_P(CudaBatchExactness, PrefixesCachedAtMessageStartsGiveTheColdTokens) {
   test::check_message_starts([&] { return load(); }, options, test::load_golden("llama").prompt, 2);
 }

@@ -196,6 +196,17 @@ TEST_P(BatchExactness, PrefixesOnDiskSurviveARestartExactly) {
   test::check_disk_restart([&] { return load(); }, [&](int64_t n) { return options(n); }, base());
 }
 
+TEST_P(BatchExactness, CompressedPrefixesOnDiskSurviveARestartExactly) {
+  test::check_disk_restart(
+      [&] { return load(); },
+      [&](int64_t n) {
+        EngineOptions o = options(n);
+        o.prefix_cache_compress = true;
+        return o;
+      },
+      base());
+}
+
 TEST_P(BatchExactness, PrefixesCachedAtMessageStartsGiveTheColdTokens) {
   test::check_message_starts([&] { return load(); }, [&](int64_t n) { return options(n); }, base(),
                              GetParam().run_ahead == EngineOptions::RunAhead::kOff ? 1 : 2);

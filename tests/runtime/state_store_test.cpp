@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "runtime/sequence.h"
+#include "runtime/state_compression.h"
 #include "runtime/state_format.h"
 #include "runtime/state_pool.h"
 #include "model_util.h"
@@ -967,6 +968,82 @@ TEST(StateStoreJobs, DestructionFinishesQueuedWrites) {
     EXPECT_EQ(difference(*reopened.read_now(key, some_tokens(900, key)),
                          synthetic_state(layout, key, some_tokens(900, key))),
               "");
+}
+
+// ---- Compressed files (runtime/state_compression.h) ----
+
+// Written compressed, states of one to several chunks read back exactly, through the index and a
+// read job too; a plain writer's files and a compressing one's share a directory, and both kinds
+// are indexed and read (prefix_cache_compress may change between runs).
+TEST(StateStoreCompressed, ReadBackExactlyBesidePlainFiles) {
+  ScratchDir dir("compressed");
+  const model::ModelState layout = synthetic_layout(4096, 1024, 1 << 16, DType::kBF16);
+  const std::map<uint64_t, int64_t> sizes = {{1, 0}, {2, 7}, {3, 1000}, {4, 3000}};
+  {
+    StateStore plain(dir.path(), kFingerprint, layout, 4096);
+    StateStore packed(dir.path(), kFingerprint, layout, 4096, runtime::HostPages::plain(), /*compress=*/true);
+    for (const auto& [key, n] : sizes)
+      (key % 2 == 0 ? packed : plain).write_now(key, synthetic_state(layout, key, some_tokens(n, key)));
+    for (uint64_t key : {2, 4}) {
+      const std::vector<uint8_t> head = file_contents(packed.path(key));
+      ASSERT_GE(head.size(), 8u);
+      EXPECT_EQ(std::memcmp(head.data(), runtime::kCompressedStateMagic, 8), 0) << key;
+    }
+    EXPECT_EQ(std::memcmp(file_contents(plain.path(3)).data(), "STRATAST", 8), 0);
+  }
+  StateStore store(dir.path(), kFingerprint, layout, 4096);
+  std::map<uint64_t, std::vector<int32_t>> indexed;
+  for (StoredState& e : store.take_index()) indexed[e.key] = e.tokens;
+  ASSERT_EQ(indexed.size(), sizes.size());
+  for (const auto& [key, n] : sizes) {
+    EXPECT_EQ(indexed[key], some_tokens(n, key)) << key;
+    EXPECT_EQ(difference(*store.read_now(key, some_tokens(n, key)), synthetic_state(layout, key, some_tokens(n, key))), "")
+        << key;
+  }
+  store.read(4, some_tokens(3000, 4));
+  const std::vector<StateStore::Done> done = wait_for(store, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].error, "");
+  ASSERT_NE(done[0].state, nullptr);
+  EXPECT_EQ(difference(*done[0].state, synthetic_state(layout, 4, some_tokens(3000, 4))), "");
+}
+
+// A compressed file with a byte flipped anywhere (header, chunk sizes, chunk data) or cut
+// anywhere is refused on read, never loaded and never a crash; cut, the next start removes it.
+TEST(StateStoreCompressed, FlippedOrCutFilesAreRefused) {
+  ScratchDir dir("compressed-damage");
+  const model::ModelState layout = synthetic_layout(4096, 1024, 1 << 12, DType::kBF16);
+  StateStore store(dir.path(), kFingerprint, layout, 4096, runtime::HostPages::plain(), /*compress=*/true);
+  const std::vector<int32_t> tokens = some_tokens(1500, 9);
+  const StateBytes state = synthetic_state(layout, 9, tokens);
+  store.write_now(9, state);
+  const std::vector<uint8_t> good = file_contents(store.path(9));
+  ASSERT_GT(good.size(), size_t{4} << 20);  // two chunks
+  std::mt19937 rng(7);
+  std::vector<size_t> at = {0, 7, 8, 12, 16, 20, 24, 31, 32, 39, 40, 47, 48, good.size() - 1};
+  for (int i = 0; i < 50; ++i) at.push_back(std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng));
+  for (const size_t offset : at) {
+    SCOPED_TRACE(offset);
+    test::write_bytes(store.path(9).string(), std::string(good.begin(), good.end()));
+    const uint8_t flipped = good[offset] ^ 0x10;
+    patch(store.path(9), offset, &flipped, 1);
+    try {
+      (void)store.read_now(9, tokens);
+      ADD_FAILURE() << "a damaged file was read";
+    } catch (const Error& e) {
+      EXPECT_TRUE(e.kind() == ErrorKind::kInvalidInput || e.kind() == ErrorKind::kUnsupported) << e.what();
+    }
+  }
+  for (const size_t length : {size_t{0}, size_t{5}, size_t{40}, size_t{100}, good.size() / 2, good.size() - 1}) {
+    SCOPED_TRACE(length);
+    test::write_bytes(store.path(9).string(), std::string(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(length)));
+    test::expect_error([&] { (void)store.read_now(9, tokens); }, ErrorKind::kInvalidInput, {});
+    StateStore again(dir.path(), kFingerprint, layout, 4096);
+    EXPECT_TRUE(again.take_index().empty());
+    EXPECT_FALSE(fs::exists(store.path(9)));
+  }
+  test::write_bytes(store.path(9).string(), std::string(good.begin(), good.end()));
+  EXPECT_EQ(difference(*store.read_now(9, tokens), state), "");
 }
 
 }  // namespace
