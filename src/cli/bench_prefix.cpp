@@ -126,6 +126,7 @@ std::string bench_prefix(const std::string& name, const Json& config, int bits, 
       std::filesystem::temp_directory_path() / fmt::format("strata-bench-state-{}", ::getpid());
   auto engine_with = [&](int64_t device_entries, bool disk = false) {
     runtime::EngineOptions o = engine_options(settings, ctx);
+    o.prefix_cache_lock_host = true;  // as the server does
     o.prefix_cache = device_entries;
     o.prefix_cache_host_bytes = size_t{2} << 30;  // room for every prefix the host runs leave (page-locked at start)
     // KV blocks for four contexts: the server sizes its pool from half the GPU's memory, so that

@@ -175,6 +175,7 @@ int run_serve(const ServeArgs& args) {
   auto model = model::load_model(args.model, load_options(args.settings, args.quantize));
   const int64_t ctx = context_size(args.settings.ctx_size, model->config());
   runtime::EngineOptions engine_opts = engine_options(args.settings, ctx);
+  engine_opts.prefix_cache_lock_host = true;  // a server demotes sooner or later: lock at start
   engine_opts.parallel = parallel_slots(args, *model);
   engine_opts.kv_blocks = kv_blocks(args.settings, *model, engine_opts.parallel, ctx);
   const int64_t parallel = engine_opts.parallel;

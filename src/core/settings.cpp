@@ -104,7 +104,7 @@ const std::vector<SettingSpec>& table() {
        .help = "MiB of host memory for cached prompt prefixes moved out of device memory (the "
                "least recently used, when prefix_cache entries are cached or their blocks are "
                "needed); a hit there moves the prefix back (0: such prefixes are dropped). With a GPU "
-               "this memory is page-locked when the engine starts",
+               "this memory is page-locked (by the server when it starts)",
        .min = 0,
        .field = &Settings::prefix_cache_host_mib},
       {.name = "prefix_cache_disk_mib",

@@ -175,7 +175,7 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
       cache_(*model_, pool_,
              PrefixCacheOptions{options_.prefix_cache, options_.prefill_chunk, options_.prefix_cache_host_bytes,
                                 options_.state_dir, options_.prefix_cache_disk_bytes,
-                                options_.prefix_cache_compress}),
+                                options_.prefix_cache_compress, options_.prefix_cache_lock_host}),
       logits_(DType::kF32, {model_->config().vocab_size}) {
   check(options_.prefill_chunk > 0, ErrorKind::kInvalidInput, "the prefill chunk must be positive");
   check(options_.step_tokens >= 0, ErrorKind::kInvalidInput,

@@ -60,6 +60,9 @@ struct EngineOptions {
   std::filesystem::path state_dir = {};
   uint64_t prefix_cache_disk_bytes = 0;
   bool prefix_cache_compress = false;  // the disk tier's files written compressed
+  // The host tier's page-locked memory locked when the engine starts (a server: about 0.5 s per
+  // GiB), rather than as demotions first need it (a one-shot command that may never demote).
+  bool prefix_cache_lock_host = false;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };

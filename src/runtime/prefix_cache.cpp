@@ -40,7 +40,7 @@ PrefixCache::PrefixCache(const model::Model& model, StatePool& pool, const Prefi
   seed_ = hash64(model.fingerprint());
   held_.assign(static_cast<size_t>(pool.kv_blocks()), 0);
   // The host tier's page-locked memory, locked now rather than while a request waits.
-  if (enabled() && model.device() == Device::kCuda) pool.host_pages()->reserve(host_budget_);
+  if (enabled() && options.lock_host && model.device() == Device::kCuda) pool.host_pages()->reserve(host_budget_);
   if (!enabled() || options.state_root.empty() || disk_budget_ == 0) return;
   const model::ModelState& layout = pool.sequence(0).state();
   try {

@@ -60,6 +60,7 @@ struct PrefixCacheOptions {
   std::filesystem::path state_root;  // the disk tier's root (empty: no disk tier)
   uint64_t disk_bytes = 0;
   bool compress = false;  // its files written compressed
+  bool lock_host = false;  // host_bytes of page-locked memory locked at once (with a GPU)
 };
 
 struct PrefixCacheStats {
