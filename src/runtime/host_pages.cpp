@@ -50,6 +50,16 @@ void PagedBytes::read(size_t offset, void* dst, size_t n) const {
   });
 }
 
+void PagedBytes::copy_queued(const Tensor& t, size_t offset, bool to_pages) const {
+  check(offset + t.nbytes() <= size_, ErrorKind::kInternal, "bytes [{}, {}) of {}", offset, offset + t.nbytes(), size_);
+  size_t done = 0;
+  pieces(offset, t.nbytes(), [&](uint8_t* p, size_t n) {
+    const Tensor part = backend::byte_view(t, done, n), host = backend::host_bytes(p, n);
+    backend::copy_queued(to_pages ? part : host, to_pages ? host : part);
+    done += n;
+  });
+}
+
 std::vector<uint8_t> PagedBytes::to_vector() const {
   std::vector<uint8_t> out(size_);
   read(0, out.data(), size_);

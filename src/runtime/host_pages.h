@@ -54,6 +54,10 @@ class PagedBytes {
   }
   void write(size_t offset, const void* src, size_t n);
   void read(size_t offset, void* dst, size_t n) const;
+  // Queues copies between tensor t (on any device) and bytes [offset, offset + t's size), one per
+  // page: into the pages (to_pages) or out of them. backend::synchronize() before the bytes are
+  // read or the pages go.
+  void copy_queued(const Tensor& t, size_t offset, bool to_pages) const;
   std::vector<uint8_t> to_vector() const;
 
  private:

@@ -172,19 +172,12 @@ std::shared_ptr<StateBytes> PrefixCache::device_bytes(const Entry& e) const {
   for (const backend::Buffer& b : e.recurrent) recurrent += b.view().nbytes();
   out->recurrent = pages->take(recurrent);
   size_t at = 0;
-  for (const backend::Buffer& b : e.recurrent) copy_pieces(b.view(), out->recurrent, at, /*to_host=*/true);
+  for (const backend::Buffer& b : e.recurrent) {
+    out->recurrent.copy_queued(b.view(), at, /*to_pages=*/true);
+    at += b.view().nbytes();
+  }
   backend::synchronize(pool_.host_pages()->device());
   return out;
-}
-
-void PrefixCache::copy_pieces(const Tensor& t, const PagedBytes& bytes, size_t& at, bool to_host) {
-  size_t done = 0;
-  bytes.pieces(at, t.nbytes(), [&](uint8_t* p, size_t n) {
-    const Tensor device = backend::byte_view(t, done, n), host = backend::host_bytes(p, n);
-    backend::copy_queued(to_host ? device : host, to_host ? host : device);
-    done += n;
-  });
-  at += t.nbytes();
 }
 
 int64_t PrefixCache::resume(int slot, std::span<const int32_t> prompt, std::span<const int64_t> cuts,
@@ -274,7 +267,10 @@ bool PrefixCache::promote(uint64_t key, int slot, std::optional<uint64_t> under)
   const Clock::time_point t2 = Clock::now();
   size_t at = 0;
   for (const model::StateBuffer& b : seq.state().buffers)
-    if (!b.token_indexed) copy_pieces(b.tensor.view(), bytes->recurrent, at, /*to_host=*/false);
+    if (!b.token_indexed) {
+      bytes->recurrent.copy_queued(b.tensor.view(), at, /*to_pages=*/false);
+      at += b.tensor.view().nbytes();
+    }
   backend::synchronize(pool_.host_pages()->device());  // before the bytes may go
   const Clock::time_point t3 = Clock::now();
   seq.assume(e.tokens);

@@ -158,8 +158,6 @@ class PrefixCache {
   bool disk_room(uint64_t bytes, uint64_t keep);
   void forget_file(size_t index);  // its file goes (a disk-only entry with it)
   std::shared_ptr<StateBytes> device_bytes(const Entry& e) const;
-  // Queues copies between device tensor t and `bytes` from byte `at` on (advanced past t's).
-  static void copy_pieces(const Tensor& t, const PagedBytes& bytes, size_t& at, bool to_host);
   std::vector<backend::Buffer> device_copies(const Sequence& seq);
   // seq's recurrent buffers into `copies` (to_copies), or back.
   void copy_recurrent(const Sequence& seq, const std::vector<backend::Buffer>& copies, bool to_copies) const;

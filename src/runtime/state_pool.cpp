@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <bit>
 #include <climits>
-#include <cstring>
 
 #include "backend/memory.h"
 #include "core/error.h"
@@ -162,13 +161,7 @@ void StatePool::for_runs(std::span<const int32_t> blocks, int64_t tokens, F&& f,
 
 void StatePool::save_blocks(std::span<const int32_t> blocks, int64_t tokens, PagedBytes& dst) const {
   check(dst.size() == kv_bytes(tokens), ErrorKind::kInternal, "{} bytes for rows of {}", dst.size(), kv_bytes(tokens));
-  for_runs(blocks, tokens, [&](const Tensor& rows, size_t offset) {
-    size_t at = 0;
-    dst.pieces(offset, rows.nbytes(), [&](uint8_t* p, size_t n) {
-      backend::copy_queued(backend::byte_view(rows, at, n), backend::host_bytes(p, n));
-      at += n;
-    });
-  });
+  for_runs(blocks, tokens, [&](const Tensor& rows, size_t offset) { dst.copy_queued(rows, offset, /*to_pages=*/true); });
   backend::synchronize(device_);
 }
 
@@ -176,14 +169,7 @@ void StatePool::load_blocks(std::span<const int32_t> blocks, int64_t tokens, con
                             int64_t from) const {
   check(src.size() == kv_bytes(tokens), ErrorKind::kInternal, "{} bytes for rows of {}", src.size(), kv_bytes(tokens));
   for_runs(
-      blocks, tokens,
-      [&](const Tensor& rows, size_t offset) {
-        size_t at = 0;
-        src.pieces(offset, rows.nbytes(), [&](const uint8_t* p, size_t n) {
-          backend::copy_queued(backend::host_bytes(p, n), backend::byte_view(rows, at, n));
-          at += n;
-        });
-      },
+      blocks, tokens, [&](const Tensor& rows, size_t offset) { src.copy_queued(rows, offset, /*to_pages=*/false); },
       from);
   backend::synchronize(device_);  // before the pages may go
 }

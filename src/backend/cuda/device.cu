@@ -125,11 +125,7 @@ void copy(const void* src, Device src_device, void* dst, Device dst_device, size
     copy_small(src, dst, nbytes);
     return;
   }
-  const cudaMemcpyKind kind =
-      src_device == Device::kCuda
-          ? (dst_device == Device::kCuda ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
-          : (dst_device == Device::kCuda ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
-  STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream()));
+  copy_queued(src, src_device, dst, dst_device, nbytes);
   if (dst_device == Device::kCpu) synchronize();
 }
 
