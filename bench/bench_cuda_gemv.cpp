@@ -1,7 +1,7 @@
 // Bandwidth of the CUDA decode matmul (one activation row) on MLX 4- and 8-bit weights (group 64)
 // of Qwen3.5-9B shapes and one routed expert of Qwen3.5-35B-A3B: time per call and the weight bytes it streams per second, against the GPU's
-// peak; then the multi-row kernel (a batch's decode rows, gemv_tc_rows.cu) on the 9B's shapes at
-// 4 bits: time per call and per row. Weights rotate over enough copies to defeat the L2 cache.
+// peak; then the multi-row kernels (a batch's decode rows: gemv_tc_rows.cu from global memory,
+// gemv_tc_staged.cu from shared memory) on the 9B's shapes at 4 bits: time per call and per row. Weights rotate over enough copies to defeat the L2 cache.
 // Prints markdown tables.
 #include <cuda_runtime.h>
 #include <unistd.h>
@@ -97,18 +97,27 @@ int main(int, char** argv) {
       std::printf("| %s | %d | %.1f | %.0f | %.0f%% |\n", s.name, bits, us, gbs, 100 * gbs / peak);
       std::fflush(stdout);
     }
-  std::printf("\n| weight | bits | rows | µs per call | µs per row | weight GB/s | %% of peak |\n|---|---|---|---|---|---|---|\n");
+  // Both multi-row kernels: from global memory (gemv_tc_rows.cu) and staged in shared memory
+  // (gemv_tc_staged.cu), at every row count.
+  std::printf("\n| weight | bits | rows | kernel | µs per call | µs per row | weight GB/s | %% of peak |\n"
+              "|---|---|---|---|---|---|---|---|\n");
   for (const Shape2& s : shapes) {
     if (s.k < 4096) continue;  // the 9B's
     const double bytes = static_cast<double>(s.n) * s.k / 2 + 2.0 * s.n * (s.k / 64) * 2;
     const int copies = std::clamp(static_cast<int>(200e6 / bytes) + 1, 2, 512);
-    for (int64_t rows : {1, 2, 8, 16, 32, 64}) {
-      const double us = bench(s, 4, copies, rows);
-      const double gbs = bytes / (us * 1e-6) / 1e9;
-      std::printf("| %s | 4 | %lld | %.1f | %.2f | %.0f | %.0f%% |\n", s.name, static_cast<long long>(rows), us,
-                  us / static_cast<double>(rows), gbs, 100 * gbs / peak);
-      std::fflush(stdout);
-    }
+    for (int64_t rows : {1, 2, 8, 16, 32, 64})
+      for (int staged : {0, 2}) {
+        if (rows == 1 && staged != 0) continue;  // one row: the one-row kernel
+        backend::Tuning t = backend::tuning();
+        t.gemv_staged_rows = staged;
+        const backend::ScopedTuning scope(t);
+        const double us = bench(s, 4, copies, rows);
+        const double gbs = bytes / (us * 1e-6) / 1e9;
+        std::printf("| %s | 4 | %lld | %s | %.1f | %.2f | %.0f | %.0f%% |\n", s.name, static_cast<long long>(rows),
+                    rows == 1 ? "one-row" : staged != 0 ? "staged" : "global", us, us / static_cast<double>(rows), gbs,
+                    100 * gbs / peak);
+        std::fflush(stdout);
+      }
   }
   return 0;
 }

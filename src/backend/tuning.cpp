@@ -13,6 +13,7 @@ Tuning tuning_from(const Settings& settings) {
   t.gdn_split = static_cast<int>(settings.gdn_split);
   t.feeds = static_cast<int>(settings.cuda_feeds);
   t.batch_invariant = settings.batch_invariant;
+  t.gemv_staged_rows = static_cast<int>(settings.gemv_staged_rows);
   return t;
 }
 

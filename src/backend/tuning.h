@@ -1,6 +1,6 @@
 // How the CUDA kernels run where there is a choice kept for comparisons and tuning: set at start
 // from the settings (core/settings.h: cuda_pdl, cuda_gemv, gemv_row_warps, gdn_split, cuda_feeds,
-// batch_invariant)
+// batch_invariant, gemv_staged_rows)
 // and read by the kernels' launch code.
 //
 // Process-wide, unlike the settings passed down in load and engine options: these are read deep
@@ -26,6 +26,13 @@ struct Tuning {
   // Decode batches: kernels that give every row the one-row kernel's bits (true), or, beyond 24
   // rows, the prefill GEMM (false: faster there, not batch-invariant).
   bool batch_invariant = true;
+  // Decode batches of at least this many rows take the staged multi-row matmul
+  // (gemv_tc_staged.cu), fewer the one that reads from global memory (gemv_tc_rows.cu); both give
+  // each row the one-row kernel's bits. 0: never the staged one.
+  int gemv_staged_rows = 9;
+  // How that kernel splits its work, for tests: 0 per shape, 1 one k slice a block (their sums
+  // added by a second launch), 2 every slice in each block.
+  int gemv_staged_split = 0;
 };
 
 namespace detail {
@@ -49,7 +56,8 @@ class ScopedTuning {
   Tuning saved_;
 };
 
-// The settings' cuda_pdl, cuda_gemv, gemv_row_warps, gdn_split, cuda_feeds and batch_invariant.
+// The settings' cuda_pdl, cuda_gemv, gemv_row_warps, gdn_split, cuda_feeds, batch_invariant and
+// gemv_staged_rows.
 Tuning tuning_from(const Settings& settings);
 
 }  // namespace strata::backend

@@ -201,6 +201,15 @@ const std::vector<SettingSpec>& table() {
                "prefill GEMM, faster there, but a sequence's last bits, and so at times its "
                "tokens, depend on what else runs)",
        .field = &Settings::batch_invariant},
+      {.name = "gemv_staged_rows",
+       .type = SettingType::kInt,
+       .env = "STRATA_GEMV_STAGED_ROWS",
+       .help = "On a GPU, decode batches of at least this many sequences take the multi-row "
+               "matmul that stages weights and activations in shared memory (same bits as the "
+               "other; 0: never, to compare)",
+       .min = 0,
+       .max = 64,
+       .field = &Settings::gemv_staged_rows},
       {.name = "cuda_feeds",
        .type = SettingType::kInt,
        .env = "STRATA_CUDA_FEEDS",

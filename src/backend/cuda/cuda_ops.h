@@ -105,6 +105,7 @@ enum class WorkspaceSlot {
   kMatmul,
   kMatmulB,
   kMatmulX,
+  kMatmulSlices,  // the staged multi-row matmul's k slices' sums (gemv_tc_staged.cu)
   kFeed0,  // the forms of MatmulFeed slots 0 and 1 (feed.h)
   kFeed1,
   kFeedCounts,  // the gate/up matmul's arrivals per run of a SiLU(gate) ⊙ up feed

@@ -535,7 +535,12 @@ void gemv_tc_rows(const float* x, const float* gate, int64_t T, std::span<const 
       }
       forms = own;
     }
-    launch_gemv_rows(forms, T, ws, outs, k_warps);
+    const int staged = tuning().gemv_staged_rows;
+    if (staged > 0 && T >= staged) {
+      launch_gemv_staged(forms, T, ws, outs, k_warps);
+    } else {
+      launch_gemv_rows(forms, T, ws, outs, k_warps);
+    }
   });
 }
 

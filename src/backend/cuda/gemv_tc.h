@@ -38,6 +38,11 @@ void gemv_tc_rows(const float* x, const float* gate, int64_t T, std::span<const 
 void launch_gemv_rows(const uint4* forms, int64_t T, std::span<const Weight* const> ws,
                       std::span<float* const> outs, int k_warps);
 
+// The same from shared memory (gemv_tc_staged.cu): a block stages each k-tile's codes and every
+// row's forms once for all its warps. Faster from about 9 rows (Tuning::gemv_staged_rows).
+void launch_gemv_staged(const uint4* forms, int64_t T, std::span<const Weight* const> ws,
+                        std::span<float* const> outs, int k_warps);
+
 // Whether gemv_tc over gate and up (ws) can write the input form of `down`: two weights of equal
 // rows, down's input that wide, of their bits and group size.
 bool gemv_tc_glu_feed_ok(std::span<const Weight* const> ws, const Weight& down);

@@ -124,6 +124,52 @@ TEST_F(GemvTcRows, EveryBatchSizeUpToSixtyFour) {
     check_group(std::span<TestWeight>(&tw, 1), 2048, T, 100u + static_cast<uint32_t>(T), "T " + std::to_string(T));
 }
 
+// Both multi-row kernels, the one reading from global memory and the staged one
+// (gemv_tc_staged.cu), at every batch size, and the staged one's two ways of splitting the work (one
+// k slice a block, or every slice in each block): each row's bits as alone. The shapes: a short K, a
+// long one, groups of 32 (two folds a run) and 8 bits, a tall matrix whose one-row launch takes one
+// k slice, and fused segments of uneven heights.
+TEST_F(GemvTcRows, BothKernelsAndBothSplitsEveryRowAsAlone) {
+  struct Case {
+    int64_t N, K;
+    int bits, gs;
+    DType sd;
+  };
+  const Case cases[] = {{1000, 2048, 4, 64, DType::kBF16},
+                        {520, 12288, 4, 32, DType::kF16},
+                        {300, 1024, 8, 64, DType::kF32},
+                        {40000, 512, 4, 64, DType::kBF16}};
+  uint32_t seed = 900;
+  for (const Case& c : cases) {
+    TestWeight tw;
+    make_weight(tw, c.N, c.K, c.bits, c.gs, c.sd, ++seed);
+    for (int staged : {0, 2})
+      for (int split : {1, 2}) {
+        if (staged == 0 && split == 2) continue;  // the split is the staged kernel's
+        backend::Tuning t = backend::tuning();
+        t.gemv_staged_rows = staged;
+        t.gemv_staged_split = split;
+        const backend::ScopedTuning scope(t);
+        for (int64_t T : {2, 8, 9, 16, 17, 33, 64}) {
+          if (c.N == 40000 && T != 17) continue;  // keep it quick
+          check_group(std::span<TestWeight>(&tw, 1), c.K, T, ++seed,
+                      "N " + std::to_string(c.N) + " K " + std::to_string(c.K) + " staged from " +
+                          std::to_string(staged) + " split " + std::to_string(split) + " T " + std::to_string(T));
+        }
+      }
+  }
+  std::vector<TestWeight> tws(3);
+  const int64_t heights[] = {700, 33, 2100};
+  for (int i = 0; i < 3; ++i) make_weight(tws[static_cast<size_t>(i)], heights[i], 2048, 4, 64, DType::kBF16, 950u + i);
+  for (int split : {1, 2}) {
+    backend::Tuning t = backend::tuning();
+    t.gemv_staged_rows = 2;
+    t.gemv_staged_split = split;
+    const backend::ScopedTuning scope(t);
+    check_group(tws, 2048, 40, 960u + static_cast<uint32_t>(split), "segments split " + std::to_string(split));
+  }
+}
+
 // With the batch_invariant tuning off, batches of up to 24 rows still get each row's own bits and
 // larger ones take the prefill GEMM (bf16 activations): close to each row alone, not bit for bit;
 // and a model may still batch 64 sequences.
