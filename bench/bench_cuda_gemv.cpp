@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
@@ -65,7 +66,7 @@ double bench(const Shape2& s, int bits, int copies, int64_t rows = 1) {
 
 }  // namespace
 
-int main(int, char** argv) {
+int main(int argc, char** argv) {
   if (!backend::cuda::device_available()) {
     std::printf("no CUDA device\n");
     return 0;
@@ -80,7 +81,10 @@ int main(int, char** argv) {
   std::printf("command: %s%s\ndevice: %s, peak memory bandwidth %.0f GB/s\n\n",
               settings.cuda_gemv == "cores" ? "STRATA_CUDA_GEMV=cores " : "", argv[0], prop.name,
               peak);
-  std::printf("| weight | bits | µs per call | GB/s | %% of peak |\n|---|---|---|---|---|\n");
+  // An argument: only the multi-row table, of the shapes whose name has it (for a profiler).
+  const char* only = argc > 1 ? argv[1] : nullptr;
+  if (only == nullptr)
+    std::printf("| weight | bits | µs per call | GB/s | %% of peak |\n|---|---|---|---|---|\n");
   const Shape2 shapes[] = {{"9B mlp gate/up 12288×4096", 12288, 4096},
                            {"9B mlp down 4096×12288", 4096, 12288},
                            {"9B attention o_proj 4096×4096", 4096, 4096},
@@ -90,6 +94,7 @@ int main(int, char** argv) {
                            {"35B-A3B expert down 2048×512", 2048, 512}};
   for (const Shape2& s : shapes)
     for (int bits : {4, 8}) {
+      if (only != nullptr) break;
       const double bytes = static_cast<double>(s.n) * s.k * bits / 8 + 2.0 * s.n * (s.k / 64) * 2;
       const int copies = std::clamp(static_cast<int>(200e6 / bytes) + 1, 2, 512);  // 4× the L2 at least
       const double us = bench(s, bits, copies);
@@ -103,18 +108,21 @@ int main(int, char** argv) {
               "|---|---|---|---|---|---|---|---|\n");
   for (const Shape2& s : shapes) {
     if (s.k < 4096) continue;  // the 9B's
+    if (only != nullptr && std::string_view(s.name).find(only) == std::string_view::npos) continue;
     const double bytes = static_cast<double>(s.n) * s.k / 2 + 2.0 * s.n * (s.k / 64) * 2;
     const int copies = std::clamp(static_cast<int>(200e6 / bytes) + 1, 2, 512);
     for (int64_t rows : {1, 2, 8, 16, 32, 64})
-      for (int staged : {0, 2}) {
+      for (int staged : {0, 16, 32, 64}) {
         if (rows == 1 && staged != 0) continue;  // one row: the one-row kernel
+        if (staged > rows && staged != 16) continue;
         backend::Tuning t = backend::tuning();
-        t.gemv_staged_rows = staged;
+        t.gemv_staged_rows = staged != 0 ? 2 : 0;
+        t.gemv_staged_tokens = staged;
         const backend::ScopedTuning scope(t);
         const double us = bench(s, 4, copies, rows);
         const double gbs = bytes / (us * 1e-6) / 1e9;
         std::printf("| %s | 4 | %lld | %s | %.1f | %.2f | %.0f | %.0f%% |\n", s.name, static_cast<long long>(rows),
-                    rows == 1 ? "one-row" : staged != 0 ? "staged" : "global", us, us / static_cast<double>(rows), gbs,
+                    rows == 1 ? "one-row" : staged == 0 ? "global" : staged == 16 ? "staged 16" : staged == 32 ? "staged 32" : "staged 64", us, us / static_cast<double>(rows), gbs,
                     100 * gbs / peak);
         std::fflush(stdout);
       }

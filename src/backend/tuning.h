@@ -29,10 +29,12 @@ struct Tuning {
   // Decode batches of at least this many rows take the staged multi-row matmul
   // (gemv_tc_staged.cu), fewer the one that reads from global memory (gemv_tc_rows.cu); both give
   // each row the one-row kernel's bits. 0: never the staged one.
-  int gemv_staged_rows = 9;
+  int gemv_staged_rows = 17;
   // How that kernel splits its work, for tests: 0 per shape, 1 one k slice a block (their sums
   // added by a second launch), 2 every slice in each block.
   int gemv_staged_split = 0;
+  // ... and the tokens a block takes: 16, 32 or 64; 0 per batch.
+  int gemv_staged_tokens = 0;
 };
 
 namespace detail {

@@ -53,7 +53,7 @@ struct Settings {
   int64_t gdn_split = 0;                   // 0: chosen per shape
   int64_t cuda_feeds = 15;                 // bit mask
   bool batch_invariant = true;             // false: decode batches over 24 take the prefill GEMM
-  int64_t gemv_staged_rows = 9;            // decode batches this large take the staged matmul (0: never)
+  int64_t gemv_staged_rows = 17;           // decode batches this large take the staged matmul (0: never)
 
   // Where each value came from, by setting name; a name absent here has its default.
   std::map<std::string, SettingSource, std::less<>> sources;

@@ -39,7 +39,7 @@ void launch_gemv_rows(const uint4* forms, int64_t T, std::span<const Weight* con
                       std::span<float* const> outs, int k_warps);
 
 // The same from shared memory (gemv_tc_staged.cu): a block stages each k-tile's codes and every
-// row's forms once for all its warps. Faster from about 9 rows (Tuning::gemv_staged_rows).
+// row's forms once for all its warps. Faster from about 17 rows (Tuning::gemv_staged_rows).
 void launch_gemv_staged(const uint4* forms, int64_t T, std::span<const Weight* const> ws,
                         std::span<float* const> outs, int k_warps);
 

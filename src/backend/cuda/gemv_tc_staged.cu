@@ -66,9 +66,13 @@ struct Staged {
   static constexpr int kBBytes = kTokens * kTokenBytes;
   static constexpr int kInfoBytes = kTokens * 16;
   static constexpr int kStageBytes = kCodeBytes + kBBytes + kInfoBytes;
-  // A[w][0] + A[w][1] of each lane's outputs, while runs 2 and 3 are summed.
-  static constexpr int kPairFloats = 2 * kQ * 4;
-  static constexpr int kSharedBytes = kStages * kStageBytes + kThreads * kPairFloats * 4;
+  // Each lane's sums over runs and slices, kept in shared memory (only run ends touch them; the
+  // registers go to the mmas in flight): A[w][0] + A[w][1], A[w][2], and the slices' running sum.
+  static constexpr int kLaneFloats = 2 * kQ * 4;
+  static constexpr int kSums = 3;
+  static constexpr int kSharedBytes = kStages * kStageBytes + kSums * kThreads * kLaneFloats * 4;
+  // Two blocks a multiprocessor where the smaller tile lets them (registers capped to fit).
+  static constexpr int kMinBlocks = kQ <= 2 ? 2 : 1;
 };
 
 // Where a block's (w, r, t) walk stands: w over [w, w_end), r over the four runs, t over the
@@ -91,7 +95,7 @@ struct Cursor {
 };
 
 template <int kBits, int kFolds, int kQ, int kTokenWarps, typename S>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, (Staged<kBits, kQ, kTokenWarps>::kMinBlocks))
     gemv_staged_kernel(const uint4* __restrict__ forms, int64_t form_vecs, int T, const WeightSegments segs,
                        int64_t K, int group_shift, int k_warps, unsigned tiles16, float* __restrict__ slices,
                        int64_t slice_rows) {
@@ -101,7 +105,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr uint32_t kLow = 0x0F0F0F0Fu;
   extern __shared__ uint4 smem[];
   unsigned char* stage_base = reinterpret_cast<unsigned char*>(smem);
-  float* pair = reinterpret_cast<float*>(stage_base + kStages * L::kStageBytes);
+  // [sum][value][thread]: each lane's values a bank apart from its neighbours'.
+  float* sums = reinterpret_cast<float*>(stage_base + kStages * L::kStageBytes) + threadIdx.x;
+  float* pair = sums;
+  float* hold = sums + L::kLaneFloats * kThreads;
+  float* total = sums + 2 * L::kLaneFloats * kThreads;
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, c = lane % 4;
@@ -109,6 +117,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t tiles = K / G::kTileK, row_bytes = K * kBits / 8, groups = K >> group_shift;
   const unsigned unit0 = blockIdx.x * L::kUnits;
   const bool one_slice = slices != nullptr;
+  const int token0_block = static_cast<int>(blockIdx.z) * L::kTokens;  // the block's first token
   const float4* info_base = reinterpret_cast<const float4*>(forms + tiles * G::kTileVecs);
 
   // A block row's segment and row there; rows past the matrices re-read a valid row, never stored.
@@ -150,20 +159,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_at.t = load_at.w;
   Cursor at = load_at;
 
+  // B vectors and run info: the thread's copies' offsets from a step's first (uint4 from forms,
+  // float4 from info_base) and into the stage (bytes).
+  constexpr int kBItems = L::kTokens * L::kBVecs;
+  constexpr int kBCopies = (kBItems + kThreads - 1) / kThreads;
+  uint32_t b_src[kBCopies], b_dst[kBCopies];
+#pragma unroll
+  for (int j = 0; j < kBCopies; ++j) {
+    const int i = min(static_cast<int>(threadIdx.x) + j * kThreads, kBItems - 1);
+    const int token = i / L::kBVecs, v = i % L::kBVecs;
+    b_src[j] = static_cast<uint32_t>(min(token0_block + token, T - 1) * form_vecs + v);
+    b_dst[j] = static_cast<uint32_t>(L::kCodeBytes + token * L::kTokenBytes + v * 16);
+  }
+  const bool copies_info = static_cast<int>(threadIdx.x) < L::kTokens;
+  const uint32_t info_src = static_cast<uint32_t>(min(token0_block + static_cast<int>(threadIdx.x), T - 1) * form_vecs);
+  const uint32_t info_dst = static_cast<uint32_t>(L::kCodeBytes + L::kBBytes + threadIdx.x * 16);
+
   auto issue = [&](const Cursor& p, int stage) {
     unsigned char* s = stage_base + stage * L::kStageBytes;
     const int64_t code_off = p.t * gemv_math::kTileBytes + p.r * kRunBytes;
 #pragma unroll
     for (int j = 0; j < kCodeCopies; ++j) copy_async16(s + code_dst[j], code_src[j] + code_off);
-    unsigned char* b = s + L::kCodeBytes;
-    const int64_t b_off = p.t * G::kTileVecs + p.r * L::kBVecs;
-    for (int i = threadIdx.x; i < L::kTokens * L::kBVecs; i += kThreads) {
-      const int token = i / L::kBVecs, v = i % L::kBVecs;
-      copy_async16(b + token * L::kTokenBytes + v * 16, forms + min(token, T - 1) * form_vecs + b_off + v);
-    }
-    float4* info = reinterpret_cast<float4*>(b + L::kBBytes);
-    for (int i = threadIdx.x; i < L::kTokens; i += kThreads)
-      copy_async16(info + i, info_base + min(i, T - 1) * form_vecs + p.t * 4 + p.r);
+    const uint4* b = forms + (p.t * G::kTileVecs + p.r * L::kBVecs);
+#pragma unroll
+    for (int j = 0; j < kBCopies; ++j)
+      if (kBItems % kThreads == 0 || static_cast<int>(threadIdx.x) + j * kThreads < kBItems)
+        copy_async16(s + b_dst[j], b + b_src[j]);
+    if (copies_info) copy_async16(s + info_dst, info_base + (p.t * 4 + p.r) + info_src);
   };
 
   struct Scales {
@@ -195,14 +217,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     copy_async_commit();
   }
 
-  float acc[2][kQ][4], hold[2][kQ][4], total[2][kQ][4];
+  float acc[2][kQ][4];
 #pragma unroll
   for (int mg = 0; mg < 2; ++mg)
 #pragma unroll
     for (int q = 0; q < kQ; ++q)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mg][q][e] = hold[mg][q][e] = total[mg][q][e] = 0.0f;
-  float* my_pair = pair + threadIdx.x;  // [value][thread]
+      for (int e = 0; e < 4; ++e) acc[mg][q][e] = 0.0f;
+#pragma unroll
+  for (int k = 0; k < L::kLaneFloats; ++k) total[k * kThreads] = 0.0f;
 
   Scales cur;
   load_scales(at, cur);
@@ -293,19 +316,19 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int q = 0; q < kQ; ++q)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int k = (mg * kQ + q) * 4 + e;
+            const int k = ((mg * kQ + q) * 4 + e) * kThreads;
             float& x = acc[mg][q][e];
             if (r == 0 || r == 2) {
-              hold[mg][q][e] = x;
+              hold[k] = x;
             } else if (r == 1) {
-              my_pair[k * kThreads] = hold[mg][q][e] + x;
+              pair[k] = hold[k] + x;
             } else {
-              const float sum = my_pair[k * kThreads] + (hold[mg][q][e] + x);
+              const float sum = pair[k] + (hold[k] + x);
               if (!one_slice) {
-                total[mg][q][e] = total[mg][q][e] + sum;
+                total[k] = total[k] + sum;
               } else {
                 // [token][row over the m-tiles]; tokens past T dropped.
-                const int token = wt * 8 * kQ + 8 * q + 2 * c + e % 2;
+                const int token = token0_block + wt * 8 * kQ + 8 * q + 2 * c + e % 2;
                 const int64_t row = static_cast<int64_t>(unit0) * 16 + wr * 32 + mg * 16 + g + 8 * (e / 2);
                 if (token < T && row < slice_rows)
                   slices[(static_cast<int64_t>(at.w) * T + token) * slice_rows + row] = sum;
@@ -332,8 +355,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (row >= seg.n) continue;
 #pragma unroll
         for (int q = 0; q < kQ; ++q) {
-          const int token = wt * 8 * kQ + 8 * q + 2 * c + e % 2;
-          if (token < T) seg.out[token * seg.n + row] = total[mg][q][e];
+          const int token = token0_block + wt * 8 * kQ + 8 * q + 2 * c + e % 2;
+          if (token < T) seg.out[token * seg.n + row] = total[((mg * kQ + q) * 4 + e) * kThreads];
         }
       }
   }
@@ -370,24 +393,26 @@ void launch_staged(const uint4* forms, int64_t form_vecs, int T, std::span<const
   WeightSegments segs;
   const unsigned tiles16 = make_segments(ws, outs, 16, segs);
   const unsigned row_blocks = (tiles16 + L::kUnits - 1) / L::kUnits;
+  const unsigned token_blocks = static_cast<unsigned>((T + L::kTokens - 1) / L::kTokens);
   const int64_t K = ws[0]->cols();
   const int group_shift = __builtin_ctz(static_cast<unsigned>(ws[0]->group_size));
   // One slice a block when the whole walk a block would leave most of the device idle: waves of
   // blocks × the steps each takes, the slices' version paying one more wave for their sums.
   const unsigned sms = static_cast<unsigned>(sm_count());
   const int64_t tiles = K / Geometry<kBits>::kTileK;
-  const int64_t whole = (row_blocks + sms - 1) / sms * tiles;
-  const int64_t split = ((row_blocks * k_warps + sms - 1) / sms + 1) * ((tiles + k_warps - 1) / k_warps);
+  const unsigned slots = sms * L::kMinBlocks, blocks = row_blocks * token_blocks;
+  const int64_t whole = (blocks + slots - 1) / slots * tiles;
+  const int64_t split = ((blocks * k_warps + slots - 1) / slots + 1) * ((tiles + k_warps - 1) / k_warps);
   const int forced = tuning().gemv_staged_split;
   if (k_warps == 1 || forced == 2 || (forced == 0 && whole <= split)) {
-    launch(kernel, row_blocks, kThreads, L::kSharedBytes, forms, form_vecs, T, segs, K, group_shift, k_warps,
+    launch(kernel, dim3(row_blocks, 1, token_blocks), kThreads, L::kSharedBytes, forms, form_vecs, T, segs, K, group_shift, k_warps,
            tiles16, static_cast<float*>(nullptr), int64_t{0});
     return;
   }
   const int64_t slice_rows = static_cast<int64_t>(tiles16) * 16;
   auto* slices = static_cast<float*>(
       workspace(WorkspaceSlot::kMatmulSlices, sizeof(float) * static_cast<size_t>(slice_rows * T * k_warps)));
-  launch(kernel, dim3(row_blocks, static_cast<unsigned>(k_warps)), kThreads, L::kSharedBytes, forms, form_vecs, T,
+  launch(kernel, dim3(row_blocks, static_cast<unsigned>(k_warps), token_blocks), kThreads, L::kSharedBytes, forms, form_vecs, T,
          segs, K, group_shift, k_warps, tiles16, slices, slice_rows);
   const int64_t n = slice_rows * T;
   launch(add_slices_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, static_cast<const float*>(slices),
@@ -405,10 +430,15 @@ void launch_staged_format(const uint4* forms, int64_t T, std::span<const Weight*
     for (size_t i = 0; i < ws.size(); ++i) part_outs[i] = outs[i] + base * ws[i]->rows();
     const std::span<float* const> o(part_outs, ws.size());
     const uint4* f = forms + base * form_vecs;
-    if (n <= 16) {
+    // Tokens a block: 16 (256 rows, two blocks a multiprocessor), 32 (128 rows, two blocks) or 64
+    // (128 rows, one block, its warps 32 tokens wide), the fastest for each batch on an H200
+    // (bench_cuda_gemv); Tuning::gemv_staged_tokens for tuning.
+    const int forced = tuning().gemv_staged_tokens;
+    const int wide = forced != 0 ? forced : n <= 16 ? 16 : n <= 32 ? 32 : 64;
+    if (wide == 16) {
       launch_staged<kBits, kFolds, 2, 1, S>(f, form_vecs, n, ws, o, k_warps);
-    } else if (n <= 32) {
-      launch_staged<kBits, kFolds, 4, 1, S>(f, form_vecs, n, ws, o, k_warps);
+    } else if (wide == 32) {
+      launch_staged<kBits, kFolds, 2, 2, S>(f, form_vecs, n, ws, o, k_warps);
     } else {
       launch_staged<kBits, kFolds, 4, 2, S>(f, form_vecs, n, ws, o, k_warps);
     }
