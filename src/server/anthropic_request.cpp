@@ -293,7 +293,8 @@ void parse_tool_choice(const Fields& f, ChatCompletionRequest& r) {
 
 // thinking: {type: "enabled", budget_tokens} turns thinking on with that budget (of all output
 // tokens, which max_tokens caps, so it must leave room below max_tokens); "disabled" off;
-// "adaptive" on with the server's budget.
+// "adaptive" and "between_tools" on with the server's budget (the model decides how much to
+// think). `display` is not honoured: thinking is always returned.
 void parse_thinking(const Fields& f, MessagesRoute route, ChatCompletionRequest& r) {
   const OrderedJson* thinking = f.object("thinking");
   if (thinking == nullptr) return;
@@ -309,13 +310,15 @@ void parse_thinking(const Fields& f, MessagesRoute route, ChatCompletionRequest&
                                 *r.options.max_tokens));
     r.chat_template_kwargs["enable_thinking"] = true;
     r.max_thinking_tokens = *budget;
-  } else if (*type == "adaptive") {
+  } else if (*type == "adaptive" || *type == "between_tools") {
     r.chat_template_kwargs["enable_thinking"] = true;
   } else if (*type == "disabled") {
     r.chat_template_kwargs["enable_thinking"] = false;
   } else {
-    invalid_value("thinking.type",
-                  fmt::format("expected 'enabled', 'disabled' or 'adaptive', got '{}'.", *type));
+    invalid_value(
+        "thinking.type",
+        fmt::format("expected 'enabled', 'disabled', 'adaptive' or 'between_tools', got '{}'.",
+                    *type));
   }
 }
 

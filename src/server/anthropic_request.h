@@ -11,7 +11,9 @@
 //   tool_choice auto / any / tool / none  -> auto / required / named / none;
 //     disable_parallel_tool_use           -> parallel_tool_calls false
 //   thinking enabled / disabled           -> enable_thinking true (budget_tokens the thinking
-//                                            budget) / false; absent: the model's default
+//                                            budget) / false; adaptive, between_tools: true
+//                                            with the server's budget; absent: the model's
+//                                            default
 //   stop_sequences, max_tokens (all output, thinking included), temperature, top_p, top_k,
 //   metadata.user_id, stream.
 // Wrong input is a 400 ApiError naming the field in Anthropic's dotted form

@@ -176,9 +176,11 @@ TEST(AnthropicRequest, ThinkingMapsOntoThinkControl) {
   r = parse_messages_request(body({{"thinking", {{"type", "disabled"}}}}));
   EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
   EXPECT_FALSE(r.max_thinking_tokens.has_value());
-  r = parse_messages_request(body({{"thinking", {{"type", "adaptive"}}}}));
-  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], true);
-  EXPECT_FALSE(r.max_thinking_tokens.has_value());  // the server's budget
+  for (const char* type : {"adaptive", "between_tools"}) {
+    r = parse_messages_request(body({{"thinking", {{"type", type}, {"display", "summarized"}}}}));
+    EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], true);
+    EXPECT_FALSE(r.max_thinking_tokens.has_value());  // the server's budget
+  }
 }
 
 TEST(AnthropicRequest, CountTokensNeedsNoMaxTokens) {
