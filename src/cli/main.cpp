@@ -53,9 +53,9 @@ CLI::Option* add_setting_flag(CLI::App& cmd, SettingMap& flags, std::string_view
 CLI::Option* add_setting_switch(CLI::App& cmd, SettingMap& flags, std::string_view setting) {
   const auto specs = strata::setting_specs();
   const auto spec = std::ranges::find(specs, setting, &strata::SettingSpec::name);
-  strata::check(spec != specs.end() && !spec->flag.empty() &&
-                    spec->type == strata::SettingType::kBool,
-                strata::ErrorKind::kInternal, "no boolean setting '{}' has a flag", setting);
+  strata::check(
+      spec != specs.end() && !spec->flag.empty() && spec->type == strata::SettingType::kBool,
+      strata::ErrorKind::kInternal, "no boolean setting '{}' has a flag", setting);
   return cmd.add_flag_function(
       std::string(spec->flag),
       [&flags, name = std::string(setting)](int64_t count) {
@@ -117,11 +117,13 @@ int main(int argc, char** argv) {
   tokenize->add_flag("--json", tok.json);
 
   ServeArgs serve;
-  auto* serve_cmd = app.add_subcommand("serve", "Serve the OpenAI- and Anthropic-compatible HTTP API");
+  auto* serve_cmd =
+      app.add_subcommand("serve", "Serve the OpenAI- and Anthropic-compatible HTTP API");
   add_setting_flag(*serve_cmd, setting_flags, "model", "-m");
   serve_cmd->add_option("--host", serve.host, "Address to listen on (default 127.0.0.1: this machine only)");
   serve_cmd->add_option("--port", serve.port, "Port (0: any free port)")->check(CLI::Range(0, 65535));
-  serve_cmd->add_option("--api-key", serve.api_key, "Require the key: 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
+  serve_cmd->add_option("--api-key", serve.api_key,
+                        "Require the key: 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "ctx_size", "-c")
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--chat-template", serve.chat_template, "Chat template file (.jinja or .json) to use instead of the model's");
