@@ -1,10 +1,12 @@
 // The path of a request body through the server before tokenization, for the request fuzzers:
-// parse_body, both validators, and for a chat request normalisation, the fallback template and the
-// output parser's setup. Only ApiError or strata::Error may end it; anything else is a bug.
+// parse_body, the validators (OpenAI's chat and completions, Anthropic's messages and
+// count_tokens), and for a chat request normalisation, the fallback template and the output
+// parser's setup. Only ApiError or strata::Error may end it; anything else is a bug.
 #pragma once
 
 #include <string_view>
 
+#include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
 #include "text/chat/chat_template.h"
@@ -17,13 +19,8 @@ inline const text::chat::ChatTemplate& fallback_template() {
   return t;
 }
 
-inline void render_chat(const server::OrderedJson& body) {
-  server::ChatCompletionRequest r;
-  try {
-    r = server::parse_chat_request(body);
-  } catch (const server::ApiError&) {
-    return;
-  }
+// A chat request as the server renders it (the fallback template standing in for the model's).
+inline void render(const server::ChatCompletionRequest& r) {
   text::chat::ChatRequest chat;
   chat.messages = r.messages;
   chat.tools = r.tools;
@@ -34,6 +31,16 @@ inline void render_chat(const server::OrderedJson& body) {
     fallback_template().parser_config(prompt, r.tools);
   } catch (const Error&) {
   }
+}
+
+inline void render_chat(const server::OrderedJson& body) {
+  server::ChatCompletionRequest r;
+  try {
+    r = server::parse_chat_request(body);
+  } catch (const server::ApiError&) {
+    return;
+  }
+  render(r);
 }
 
 inline void run_request(std::string_view text) {
@@ -47,6 +54,26 @@ inline void run_request(std::string_view text) {
   try {
     server::parse_completion_request(body);
   } catch (const server::ApiError&) {
+  }
+}
+
+// A /v1/messages (and /v1/messages/count_tokens) body: parsed into chat form, then rendered.
+inline void run_messages_request(std::string_view text) {
+  server::OrderedJson body;
+  try {
+    body = server::parse_body(text);
+  } catch (const server::ApiError&) {
+    return;
+  }
+  for (const server::MessagesRoute route :
+       {server::MessagesRoute::kCreate, server::MessagesRoute::kCountTokens}) {
+    server::ChatCompletionRequest r;
+    try {
+      r = server::parse_messages_request(body, route);
+    } catch (const server::ApiError&) {
+      continue;
+    }
+    render(r);
   }
 }
 

@@ -48,6 +48,22 @@ CLI::Option* add_setting_flag(CLI::App& cmd, SettingMap& flags, std::string_view
   return option;
 }
 
+// The flag of the registry's boolean `setting`: "--flag" turns it on, "--flag=false" (or 0, off,
+// no) off; either counts as the command line's value.
+CLI::Option* add_setting_switch(CLI::App& cmd, SettingMap& flags, std::string_view setting) {
+  const auto specs = strata::setting_specs();
+  const auto spec = std::ranges::find(specs, setting, &strata::SettingSpec::name);
+  strata::check(
+      spec != specs.end() && !spec->flag.empty() && spec->type == strata::SettingType::kBool,
+      strata::ErrorKind::kInternal, "no boolean setting '{}' has a flag", setting);
+  return cmd.add_flag_function(
+      std::string(spec->flag),
+      [&flags, name = std::string(setting)](int64_t count) {
+        flags[name] = count > 0 ? "true" : "false";
+      },
+      std::string(spec->help));
+}
+
 // --device and --kv-cache-type, shared by the commands that load a model.
 void add_placement_options(CLI::App& cmd, SettingMap& flags) {
   add_setting_flag(cmd, flags, "device");
@@ -101,11 +117,13 @@ int main(int argc, char** argv) {
   tokenize->add_flag("--json", tok.json);
 
   ServeArgs serve;
-  auto* serve_cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
+  auto* serve_cmd =
+      app.add_subcommand("serve", "Serve the OpenAI- and Anthropic-compatible HTTP API");
   add_setting_flag(*serve_cmd, setting_flags, "model", "-m");
   serve_cmd->add_option("--host", serve.host, "Address to listen on (default 127.0.0.1: this machine only)");
   serve_cmd->add_option("--port", serve.port, "Port (0: any free port)")->check(CLI::Range(0, 65535));
-  serve_cmd->add_option("--api-key", serve.api_key, "Require 'Authorization: Bearer KEY'");
+  serve_cmd->add_option("--api-key", serve.api_key,
+                        "Require the key: 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "ctx_size", "-c")
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--chat-template", serve.chat_template, "Chat template file (.jinja or .json) to use instead of the model's");
@@ -134,6 +152,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   serve_cmd->add_option("--write-timeout", serve.write_timeout, "Seconds a response may wait on a client that reads nothing")
       ->check(CLI::PositiveNumber);
+  add_setting_switch(*serve_cmd, setting_flags, "any_model");
   serve_cmd->add_option("--alias", serve.alias, "A model name clients may use (repeatable; the first is reported)");
   serve_cmd->add_option("--quantize", serve.quantize, "Quantize on load: q4 or q8")->check(CLI::IsMember({"q4", "q8", "none"}));
   add_placement_options(*serve_cmd, setting_flags);

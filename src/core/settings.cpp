@@ -140,6 +140,14 @@ const std::vector<SettingSpec>& table() {
                "turn starts from the prefix cache up to its new message; it gives way at once to "
                "any request (false: only prompts that ran are cached)",
        .field = &Settings::prefill_ahead},
+      {.name = "any_model",
+       .type = SettingType::kBool,
+       .flag = "--any-model",
+       .env = "STRATA_ANY_MODEL",
+       .help = "Serve requests that name a model this server does not serve with its own model "
+               "instead of answering 404 (agents send their own model names, e.g. "
+               "claude-sonnet-4-5); every API route, and responses name the served model",
+       .field = &Settings::any_model},
       {.name = "state_budget_mib",
        .type = SettingType::kInt,
        .flag = "--state-budget",

@@ -42,6 +42,7 @@ struct Settings {
   std::string state_dir;                 // the disk tier's root; "": cli::state_root()'s default
   bool prefix_cache_compress = true;     // EngineOptions::prefix_cache_compress
   bool prefill_ahead = true;             // the server prefills a chat's next turn while idle
+  bool any_model = false;  // the server serves a request naming a model it does not know (no 404)
   // How a model runs: switches to compare against (model::LoadOptions, runtime::EngineOptions).
   bool cuda_graphs = true;
   bool moe_fold_shared = true;

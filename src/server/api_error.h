@@ -1,6 +1,7 @@
-// ApiError: a failed API request as OpenAI reports it: an HTTP status and the error object
-// {"error": {"message", "type", "param", "code"}}. Thrown by request parsing and the handlers,
-// turned into the response at the HTTP boundary.
+// ApiError: a failed API request: an HTTP status and what went wrong, as OpenAI reports it
+// ({"error": {"message", "type", "param", "code"}}) or as Anthropic does ({"type": "error",
+// "error": {"type", "message"}}), depending on the route. Thrown by request parsing and the
+// handlers, turned into the response at the HTTP boundary.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,9 @@
 #include "core/error.h"
 
 namespace strata::server {
+
+// Whose error shape a route answers in.
+enum class ErrorFormat { kOpenAi, kAnthropic };
 
 class ApiError : public std::runtime_error {
  public:
@@ -25,7 +29,9 @@ class ApiError : public std::runtime_error {
   const std::string& param() const { return param_; }
   const std::string& code() const { return code_; }
   const std::string& type() const { return type_; }
-  nlohmann::ordered_json to_json() const;  // {"error": {...}}; empty param and code become null
+  // OpenAI: {"error": {...}}, empty param and code as null. Anthropic: {"type": "error", "error":
+  // {"type": anthropic_error_type(status), "message"}}.
+  nlohmann::ordered_json to_json(ErrorFormat format = ErrorFormat::kOpenAi) const;
 
  private:
   int status_;
@@ -33,6 +39,11 @@ class ApiError : public std::runtime_error {
   std::string code_;
   std::string type_;
 };
+
+// Anthropic's error type for an HTTP status: invalid_request_error (400 and other 4xx),
+// authentication_error (401), permission_error (403), not_found_error (404), request_too_large
+// (413), rate_limit_error (429), overloaded_error (503, 529), api_error (500 and other 5xx).
+const char* anthropic_error_type(int status);
 
 // 400 invalid_request_error naming the offending field.
 [[noreturn]] void bad_request(const std::string& param, const std::string& message,

@@ -71,6 +71,8 @@ class GenerationStream : public GenerationJob {
   // string ended the text; its counts are taken back to the last kept token (its flags stand).
   std::optional<control::ThinkReport> think_report() const;
   int64_t completion_tokens() const { return completion_tokens_; }
+  // The stop string that ended the text ("" when none did).
+  const std::string& stop_sequence() const { return stops_.matched(); }
   double seconds_to_first_token() const;  // from construction (queue wait + prefill)
   double prefill_seconds() const { return result_.prefill_seconds; }
   int64_t cached_tokens() const { return result_.cached_tokens; }

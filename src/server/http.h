@@ -109,8 +109,12 @@ class HttpServer {
   // read: return a response to answer at once (e.g. 401), or nothing to go on. Must not block.
   void set_guard(std::function<std::optional<HttpResponse>(const HttpRequest&)> guard);
   // Makes the body of an error the server answers by itself (unknown path 404, method 405, body
-  // too large 413, malformed request 400, ...): called with the status and a sentence saying why.
-  void set_error_body(std::function<HttpResponse(int status, const std::string& why)> make);
+  // too large 413, malformed request 400, ...): called with the status, a sentence saying why and
+  // the request's path ("" when the request line was not read), so each API can answer in its
+  // own error shape.
+  void set_error_body(
+      std::function<HttpResponse(int status, const std::string& why, const std::string& path)>
+          make);
 
   int bind();  // binds host:port and starts listening; returns the port (useful with port 0)
   void run();  // serves on the calling thread until stop(); call after bind()

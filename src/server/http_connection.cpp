@@ -299,7 +299,7 @@ asio::awaitable<void> Connection::refuse_with(const HttpResponse& response) {
 }
 
 asio::awaitable<void> Connection::refuse(const HttpRefusal& refusal) {
-  const HttpResponse response = host_.error_response(refusal.status, refusal.why);
+  const HttpResponse response = host_.error_response(refusal.status, refusal.why, refusal.path);
   co_await refuse_with(response);
 }
 
@@ -384,9 +384,10 @@ asio::awaitable<void> Connection::serve_requests() {
     // The body, within the body deadline and the server's body-memory budget.
     BodyMemory memory(host_);
     if (reader.stage() == RequestReader::Stage::kBody) {
-      auto busy = [this] {
+      auto busy = [this, &reader] {
         HttpResponse r = host_.error_response(
-            503, "The server is receiving too many request bodies at once; retry shortly.");
+            503, "The server is receiving too many request bodies at once; retry shortly.",
+            reader.request().path);
         r.headers["Retry-After"] = "1";
         return r;
       };

@@ -29,7 +29,9 @@ class ConnectionHost {
   virtual const ConnectionPolicy& policy() const = 0;
   virtual bool stopping() const = 0;
   virtual std::optional<HttpResponse> guard(const HttpRequest& head) = 0;
-  virtual HttpResponse error_response(int status, const std::string& why) = 0;
+  // `path`: the request's, or "" when its head was not read.
+  virtual HttpResponse error_response(int status, const std::string& why,
+                                      const std::string& path) = 0;
   // Runs the request's handler (on a worker, unless its route is inline).
   virtual boost::asio::awaitable<HttpResponse> dispatch(HttpRequest& request) = 0;
   // Runs a stream function on a worker.

@@ -127,7 +127,16 @@ RequestReader::~RequestReader() = default;
 
 void RequestReader::fail(int status, std::string why) {
   stage_ = Stage::kFailed;
-  refusal_ = HttpRefusal{status, std::move(why)};
+  std::string path = request_.path;
+  if (path.empty()) {  // a head refused as it was read (a body past the limit): its request line
+    const http::request<http::string_body>& m = parser_->beast.get();
+    const std::string_view target(m.target().data(), m.target().size());
+    if (!target.empty() && target.size() <= limits_.max_line_bytes)
+      if (std::optional<RequestTarget> split = split_target(
+              target, std::string_view(m.method_string().data(), m.method_string().size())))
+        path = std::move(split->path);
+  }
+  refusal_ = HttpRefusal{status, std::move(why), std::move(path)};
 }
 
 size_t RequestReader::body_size() const { return parser_->beast.get().body().size(); }

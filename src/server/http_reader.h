@@ -19,6 +19,7 @@ namespace strata::server {
 struct HttpRefusal {
   int status = 400;
   std::string why;
+  std::string path = {};  // the request's, when its request line was read (its error shape)
 };
 
 class RequestReader {

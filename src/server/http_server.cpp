@@ -84,7 +84,7 @@ struct HttpServer::Impl final : ConnectionHost {
   asio::steady_timer sweep_timer{io};
   std::vector<Route> routes;
   std::function<std::optional<HttpResponse>(const HttpRequest&)> guard_fn;
-  std::function<HttpResponse(int, const std::string&)> error_body;
+  std::function<HttpResponse(int, const std::string&, const std::string&)> error_body;
   std::vector<char> scratch = std::vector<char>(64 << 10);
 
   // The loop's own state.
@@ -116,12 +116,13 @@ struct HttpServer::Impl final : ConnectionHost {
       return guard_fn(head);
     } catch (const std::exception& e) {
       log::error("the request guard failed: {}", e.what());
-      return error_response(500, "Internal server error.");
+      return error_response(500, "Internal server error.", head.path);
     }
   }
 
-  HttpResponse error_response(int status, const std::string& why) override {
-    if (error_body) return error_body(status, why);
+  HttpResponse error_response(int status, const std::string& why,
+                              const std::string& path) override {
+    if (error_body) return error_body(status, why, path);
     HttpResponse r;
     r.status = status;
     r.content_type = "text/plain";
@@ -137,7 +138,7 @@ struct HttpServer::Impl final : ConnectionHost {
     } catch (...) {
       log::error("unhandled error in an HTTP handler");
     }
-    return error_response(500, "Internal server error.");
+    return error_response(500, "Internal server error.", request.path);
   }
 
   asio::awaitable<HttpResponse> dispatch(HttpRequest& request) override {
@@ -153,9 +154,10 @@ struct HttpServer::Impl final : ConnectionHost {
     }
     if (route == nullptr) {
       ++rejected;
-      co_return error_response(path_known ? 405 : 404, path_known
-                                                           ? "Method not allowed for this endpoint."
-                                                           : "Not found: no such endpoint.");
+      co_return error_response(
+          path_known ? 405 : 404,
+          path_known ? "Method not allowed for this endpoint." : "Not found: no such endpoint.",
+          request.path);
     }
     if (route->inline_handler) co_return call(*route, request);
     auto on_worker = [this, route, &request]() -> asio::awaitable<HttpResponse> {
@@ -297,7 +299,8 @@ void HttpServer::set_guard(std::function<std::optional<HttpResponse>(const HttpR
   impl_->guard_fn = std::move(guard);
 }
 
-void HttpServer::set_error_body(std::function<HttpResponse(int, const std::string&)> make) {
+void HttpServer::set_error_body(
+    std::function<HttpResponse(int, const std::string&, const std::string&)> make) {
   impl_->error_body = std::move(make);
 }
 

@@ -5,147 +5,14 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <unordered_map>
 
 #include "core/json_limits.h"
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace strata::server {
 namespace {
-
-const char* type_name(const OrderedJson& v) {
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
-[[noreturn]] void wrong_type(const std::string& param, const char* expected,
-                             const OrderedJson& got) {
-  throw ApiError(400,
-                 fmt::format("Invalid type for '{}': expected {}, but got {} instead.", param,
-                             expected, type_name(got)),
-                 param, "invalid_type");
-}
-
-[[noreturn]] void invalid_value(const std::string& param, const std::string& why) {
-  throw ApiError(400, fmt::format("Invalid value for '{}': {}", param, why), param,
-                 "invalid_value");
-}
-
-[[noreturn]] void unsupported(const std::string& param, const std::string& why) {
-  throw ApiError(400, why, param, "unsupported_parameter");
-}
-
-// JSON text of the client's that parse_limited_json refused: a 400 whose code tells a syntax error
-// ("invalid_json") from a limit ("json_too_deep", "json_too_large"). `what` names the text.
-[[noreturn]] void refuse_json(const LimitedJson& parsed, const std::string& what,
-                              const std::string& param) {
-  switch (parsed.fault) {
-    case JsonFault::kNone:
-    case JsonFault::kSyntax:
-      break;
-    case JsonFault::kTooDeep:
-      throw ApiError(400, fmt::format("{} is refused: {}.", what, parsed.message), param,
-                     "json_too_deep");
-    case JsonFault::kTooManyKeys:
-    case JsonFault::kTooManyElements:
-      throw ApiError(400, fmt::format("{} is refused: {}.", what, parsed.message), param,
-                     "json_too_large");
-  }
-  throw ApiError(400, fmt::format("{} is {}.", what, parsed.message), param, "invalid_json");
-}
-
-// A list past its cap, in OpenAI's words for its own caps (e.g. 128 tools).
-void check_length(const std::string& param, const OrderedJson& list, size_t max) {
-  if (list.size() > max)
-    throw ApiError(
-        400,
-        fmt::format("Invalid '{}': array too long. Expected an array with maximum length "
-                    "{}, but got an array with length {} instead.",
-                    param, max, list.size()),
-        param, "array_above_max_length");
-}
-
-// Typed access to the fields of one JSON object; null counts as absent, as in OpenAI's API.
-class Fields {
- public:
-  Fields(const OrderedJson& object, std::string prefix)
-      : object_(object), prefix_(std::move(prefix)) {}
-
-  std::string param(std::string_view key) const {
-    return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
-  }
-
-  const OrderedJson* get(const char* key) const {
-    auto it = object_.find(key);
-    return it == object_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  std::optional<double> number(const char* key, double min, double max) const {
-    const OrderedJson* v = get(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number()) wrong_type(param(key), "a number", *v);
-    const double x = v->get<double>();
-    if (!(x >= min && x <= max))
-      invalid_value(param(key),
-                    fmt::format("expected a value between {} and {}, got {}.", min, max, x));
-    return x;
-  }
-
-  std::optional<int64_t> integer(const char* key, int64_t min, int64_t max) const {
-    const OrderedJson* v = get(key);
-    if (v == nullptr) return std::nullopt;
-    if (v->is_number_float() && std::nearbyint(v->get<double>()) == v->get<double>() &&
-        std::fabs(v->get<double>()) < 9e15)
-      return checked(key, static_cast<int64_t>(v->get<double>()), min, max);  // 5.0 reads as 5
-    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-      invalid_value(param(key), fmt::format("expected at most {}.", max));
-    if (!v->is_number_integer()) wrong_type(param(key), "an integer", *v);
-    return checked(key, v->get<int64_t>(), min, max);
-  }
-
-  std::optional<bool> boolean(const char* key) const {
-    const OrderedJson* v = get(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_boolean()) wrong_type(param(key), "a boolean", *v);
-    return v->get<bool>();
-  }
-
-  std::optional<std::string> string(const char* key) const {
-    const OrderedJson* v = get(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_string()) wrong_type(param(key), "a string", *v);
-    return v->get<std::string>();
-  }
-
-  const OrderedJson* object(const char* key) const {
-    const OrderedJson* v = get(key);
-    if (v != nullptr && !v->is_object()) wrong_type(param(key), "an object", *v);
-    return v;
-  }
-
-  const OrderedJson* array(const char* key) const {
-    const OrderedJson* v = get(key);
-    if (v != nullptr && !v->is_array()) wrong_type(param(key), "an array", *v);
-    return v;
-  }
-
- private:
-  int64_t checked(const char* key, int64_t x, int64_t min, int64_t max) const {
-    if (x < min || x > max)
-      invalid_value(param(key),
-                    fmt::format("expected a value between {} and {}, got {}.", min, max, x));
-    return x;
-  }
-
-  const OrderedJson& object_;
-  std::string prefix_;
-};
 
 std::vector<std::string> parse_stop(const Fields& f) {
   const OrderedJson* v = f.get("stop");
@@ -436,9 +303,9 @@ OrderedJson parse_body(std::string_view body) {
   if (!parsed.ok()) refuse_json(parsed, "The request body", "");
   OrderedJson j = std::move(parsed.value);
   if (!j.is_object())
-    throw ApiError(400,
-                   fmt::format("The request body must be a JSON object, got {}.", type_name(j)), {},
-                   "invalid_json");
+    throw ApiError(
+        400, fmt::format("The request body must be a JSON object, got {}.", json_type_name(j)), {},
+        "invalid_json");
   return j;
 }
 

@@ -63,6 +63,11 @@ struct ChatCompletionRequest {
   // Thinking budget in tokens (max_thinking_tokens, or its aliases thinking_budget and
   // reasoning.max_tokens); absent: the server's configured default.
   std::optional<int64_t> max_thinking_tokens;
+  // max_tokens is a cap on all output, thinking included, cut to the room the context leaves
+  // (Anthropic's max_tokens: agents ask for more than a local context holds). Chat's own
+  // max_tokens counts only the answer when think control runs (thinking has its own budget), and
+  // one the context cannot hold is a 400.
+  bool max_tokens_caps_all_output = false;
 };
 
 struct CompletionRequest {

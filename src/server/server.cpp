@@ -1,7 +1,9 @@
 // Server: the routes and what each does. Chat and completion requests are parsed and validated,
 // rendered and tokenized on the HTTP thread, checked against the context size, then queued as a
 // GenerationStream; the response streams its deltas (SSE) or waits for the whole message, and
-// cancels the generation as soon as the client is gone.
+// cancels the generation as soon as the client is gone. Anthropic's messages are chat requests
+// in another shape: parsed into chat form, run through the same pipeline (start_chat), answered
+// in Anthropic's shape.
 #include "server/server.h"
 
 #include <fmt/format.h>
@@ -10,6 +12,8 @@
 #include <random>
 
 #include "core/log.h"
+#include "server/anthropic_request.h"
+#include "server/anthropic_response.h"
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/chat_thinking.h"
@@ -27,6 +31,8 @@ constexpr std::chrono::milliseconds kPollInterval{
     50};  // how often a waiting stream checks its client
 // After the grace period's cancellations, how long their clients have to read the end.
 constexpr std::chrono::milliseconds kShutdownMargin{500};
+// A streamed Anthropic message sends a ping event after this long without any other.
+constexpr std::chrono::seconds kPingInterval{10};
 
 HttpResponse json_response(int status, const OrderedJson& body) {
   HttpResponse r;
@@ -55,30 +61,36 @@ OrderedJson prefix_cache_json(const runtime::EngineStats& e) {
   return {{"hits", e.prefix_hits}, {"misses", e.prefix_misses}, {"cached_tokens", e.cached_tokens}, {"tiers", tiers}};
 }
 
-HttpResponse error_response(const ApiError& e) {
-  HttpResponse r = json_response(e.status(), e.to_json());
+// The Anthropic routes (/v1/messages...) answer errors in Anthropic's shape, the rest in OpenAI's.
+ErrorFormat error_format(std::string_view path) {
+  return path.starts_with("/v1/messages") ? ErrorFormat::kAnthropic : ErrorFormat::kOpenAi;
+}
+
+HttpResponse error_response(const ApiError& e, ErrorFormat format = ErrorFormat::kOpenAi) {
+  HttpResponse r = json_response(e.status(), e.to_json(format));
   if (e.status() == 401) r.headers["WWW-Authenticate"] = "Bearer";
   if (e.status() == 503) r.headers["Retry-After"] = "1";
   return r;
 }
 
-// The errors the HTTP layer answers by itself, in OpenAI's shape.
-HttpResponse library_error(int status, const std::string& why) {
+// The errors the HTTP layer answers by itself, in the shape of the API the path belongs to.
+HttpResponse library_error(int status, const std::string& why, const std::string& path) {
+  const ErrorFormat format = error_format(path);
   switch (status) {
     case 404:
-      return error_response(ApiError(404, why, {}, "not_found"));
+      return error_response(ApiError(404, why, {}, "not_found"), format);
     case 405:
-      return error_response(ApiError(405, why, {}, "method_not_allowed"));
+      return error_response(ApiError(405, why, {}, "method_not_allowed"), format);
     case 413:
-      return error_response(ApiError(413, why, {}, "request_too_large"));
+      return error_response(ApiError(413, why, {}, "request_too_large"), format);
     case 500:
-      return error_response(ApiError(500, why, {}, {}, "server_error"));
+      return error_response(ApiError(500, why, {}, {}, "server_error"), format);
     case 503:
-      return error_response(ApiError(503, why, {}, "server_busy", "server_error"));
+      return error_response(ApiError(503, why, {}, "server_busy", "server_error"), format);
     default:
       break;
   }
-  return error_response(ApiError(status, why));
+  return error_response(ApiError(status, why), format);
 }
 
 uint64_t random_seed() {
@@ -211,9 +223,10 @@ struct Server::Impl {
     if (!options.api_key.empty()) {
       http.set_guard([this](const HttpRequest& r) -> std::optional<HttpResponse> {
         if (r.path == "/health") return std::nullopt;  // for liveness probes
-        if (auto e = check_bearer(r.header("authorization"), options.api_key)) {
+        if (auto e =
+                check_api_key(r.header("authorization"), r.header("x-api-key"), options.api_key)) {
           metrics.count_request("(unauthorized)", 401);  // not the path: clients choose it
-          return error_response(*e);
+          return error_response(*e, error_format(r.path));
         }
         return std::nullopt;
       });
@@ -227,6 +240,10 @@ struct Server::Impl {
       add(
           "GET", p + "/models/*", [this](const HttpRequest& r) { return model_by_id(r); }, kInline);
     }
+    // Anthropic's Messages API (its error shape: error_format).
+    add("POST", "/v1/messages", [this](const HttpRequest& r) { return messages(r); });
+    add("POST", "/v1/messages/count_tokens",
+        [this](const HttpRequest& r) { return count_tokens(r); });
     // Answered on the event loop: a probe gets its answer even while every worker is busy.
     add(
         "GET", "/health", [this](const HttpRequest&) { return health(); }, kInline);
@@ -238,22 +255,24 @@ struct Server::Impl {
 
   static constexpr bool kInline = true;
 
-  // Registers a route whose ApiErrors (and errors from the layers below) become OpenAI errors.
+  // Registers a route whose ApiErrors (and errors from the layers below) become errors in its
+  // API's shape.
   void add(const char* method, const std::string& path,
            std::function<HttpResponse(const HttpRequest&)> handler, bool inline_handler = false) {
     http.route(
         method, path,
-        [this, path, handler = std::move(handler)](const HttpRequest& r) {
+        [this, path, format = error_format(path),
+         handler = std::move(handler)](const HttpRequest& r) {
           HttpResponse response;
           try {
             response = handler(r);
           } catch (const ApiError& e) {
-            response = error_response(e);
+            response = error_response(e, format);
           } catch (const Error& e) {
-            response = error_response(api_error_from(e));
+            response = error_response(api_error_from(e), format);
           } catch (const std::exception& e) {
             log::error("{} {}: {}", r.method, r.path, e.what());
-            response = error_response(ApiError(500, e.what(), {}, {}, "server_error"));
+            response = error_response(ApiError(500, e.what(), {}, {}, "server_error"), format);
           }
           metrics.count_request(path, response.status);
           return response;
@@ -261,13 +280,16 @@ struct Server::Impl {
         inline_handler);
   }
 
+  // A name this server serves, or any name with the any_model setting: 404 otherwise. Responses
+  // name the served model either way.
   void check_model(const std::string& name) const {
-    if (name.empty() || name == options.model_id) return;
+    if (name.empty() || name == options.model_id || options.settings.any_model) return;
     for (const auto& alias : options.aliases)
       if (name == alias) return;
     throw ApiError(404,
-                   fmt::format("The model '{}' does not exist. This server serves '{}'.", name,
-                               options.model_id),
+                   fmt::format("The model '{}' does not exist. This server serves '{}' (with "
+                               "--any-model it serves requests for any model name).",
+                               name, options.model_id),
                    "model", "model_not_found");
   }
 
@@ -703,10 +725,20 @@ struct Server::Impl {
     }
   }
 
-  HttpResponse chat(const HttpRequest& http_request) {
-    ChatCompletionRequest r = parse_chat_request(parse_body(http_request.body));
-    check_model(r.options.model);
-    // Before rendering: a refusal costs nothing more.
+  // A chat request on its way: each choice's generation, whether the router turned thinking on,
+  // and, for one choice, the next turn's prefill to queue once the answer is given.
+  struct ChatRun {
+    Jobs jobs;
+    bool routed = false;
+    std::function<void()> ahead;
+  };
+
+  // The pipeline of every chat request, whichever API it came in (chat completions, Anthropic
+  // messages): a place in the queue for each choice, taken before rendering (a refusal costs
+  // nothing more), the think router, rendering and tokenizing, think control and a forced
+  // tool-call opening, and the jobs queued. make_call_id: the tool-call ids (empty: the parser's
+  // "call_...").
+  ChatRun start_chat(ChatCompletionRequest r, std::function<std::string()> make_call_id = {}) {
     std::vector<Admission> admissions = admit_choices(r.options.n);
     const control::ThinkControlConfig& think_config = options.think_control;
     const control::TaskSignals task = task_signals(r);
@@ -726,6 +758,9 @@ struct Server::Impl {
         model.tokenizer.encode(rendered.text, /*add_special_tokens=*/false);
     if (prompt.empty()) bad_request("messages", "The messages rendered to an empty prompt.");
     const int64_t room = context_size() - static_cast<int64_t>(prompt.size());
+    // A cap on all output is a cap, not a demand: agents ask for more than a local context holds.
+    if (r.max_tokens_caps_all_output && r.options.max_tokens && room > 0)
+      r.options.max_tokens = std::min(*r.options.max_tokens, room);
     const OrderedJson tools = prompt_tools(r);
     runtime::GenerationRequest g = generation_request(r.options, std::move(prompt), "messages", INT64_MAX);
     g.boundaries = message_starts(g.prompt);
@@ -735,6 +770,7 @@ struct Server::Impl {
       settings.parser = model.chat_template.parser_config(rendered, tools);
       if (tools.is_null()) settings.parser->tool_format = text::chat::ToolCallFormat::kNone;
       if (!r.parallel_tool_calls) settings.parser->max_tool_calls = 1;  // and generation ends at it
+      if (make_call_id) settings.parser->make_call_id = make_call_id;
       runtime::GenerationRequest choice = g;
       choice.sampling.seed = choice_seed(r.options, g, i);
       // With think control, max_tokens counts only answer tokens; thinking has its own budget.
@@ -744,20 +780,110 @@ struct Server::Impl {
             think_config, model.tokenizer, rendered, task,
             r.max_thinking_tokens.value_or(think_config.max_thinking_tokens), choice.max_tokens);
       if (settings.think) choice.max_tokens = std::min(settings.think->engine_max_tokens(), room);
+      if (r.max_tokens_caps_all_output)
+        choice.max_tokens = std::min(choice.max_tokens, g.max_tokens);
       if (opening) settings.opening = opening_settings(*opening, *settings.parser);
       jobs.push_back(submit(std::move(admissions[static_cast<size_t>(i)]), std::move(choice),
                             r.options, std::move(settings)));
     }
-    const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
-    const bool stream = r.options.stream, include_usage = r.options.include_usage;
+    ChatRun run{jobs, routed, {}};
     // One answer: its conversation's next turn is prefilled once it is given.
-    std::function<void()> ahead;
     if (r.options.n == 1)
-      ahead = [this, jobs, request = std::make_shared<const ChatCompletionRequest>(std::move(r))] {
+      run.ahead = [this, jobs,
+                   request = std::make_shared<const ChatCompletionRequest>(std::move(r))] {
         prefill_next_turn(*request, jobs.front()->message());
       };
-    return stream ? stream_chat(jobs, header, include_usage, routed, std::move(ahead))
-                  : whole_chat(http_request, jobs, header, routed, std::move(ahead));
+    return run;
+  }
+
+  HttpResponse chat(const HttpRequest& http_request) {
+    ChatCompletionRequest r = parse_chat_request(parse_body(http_request.body));
+    check_model(r.options.model);
+    const bool stream = r.options.stream, include_usage = r.options.include_usage;
+    ChatRun run = start_chat(std::move(r));
+    const ResponseHeader header{new_response_id("chatcmpl-"), unix_time_now(), options.model_id};
+    return stream ? stream_chat(run.jobs, header, include_usage, run.routed, std::move(run.ahead))
+                  : whole_chat(http_request, run.jobs, header, run.routed, std::move(run.ahead));
+  }
+
+  // POST /v1/messages: the Anthropic request in chat form through the chat pipeline; the answer
+  // as an Anthropic message, whole or streamed.
+  HttpResponse messages(const HttpRequest& http_request) {
+    ChatCompletionRequest r = parse_messages_request(parse_body(http_request.body));
+    check_model(r.options.model);
+    const bool stream = r.options.stream;
+    ChatRun run = start_chat(std::move(r), [] { return new_response_id("toolu_"); });
+    const ResponseHeader header{new_response_id("msg_"), unix_time_now(), options.model_id};
+    return stream ? stream_message(std::move(run), header)
+                  : whole_message(http_request, std::move(run), header);
+  }
+
+  // POST /v1/messages/count_tokens: the tokens of the prompt /v1/messages would render.
+  HttpResponse count_tokens(const HttpRequest& http_request) const {
+    const ChatCompletionRequest r =
+        parse_messages_request(parse_body(http_request.body), MessagesRoute::kCountTokens);
+    check_model(r.options.model);
+    const std::vector<int32_t> ids =
+        model.tokenizer.encode(render(r).text, /*add_special_tokens=*/false);
+    return json_response(200, {{"input_tokens", ids.size()}});
+  }
+
+  HttpResponse whole_message(const HttpRequest& http_request, ChatRun run, ResponseHeader header) {
+    return whole(http_request, run.jobs,
+                 [this, run, header](const std::vector<StreamUpdate>& ends) {
+                   const GenerationStream& job = *run.jobs.front();
+                   const std::string& finish = ends.front().finish_reason;
+                   if (run.ahead && completed_normally(finish)) run.ahead();
+                   OrderedJson j = anthropic_message_json(header, job.message(), finish,
+                                                          job.stop_sequence(), usage_of(job));
+                   if (auto extension = chat_extension(job, run.routed))
+                     j["strata"] = std::move(*extension);
+                   return j;
+                 });
+  }
+
+  // Anthropic's stream: message_start and a ping, each delta's block events (and a ping whenever
+  // nothing was sent for kPingInterval, e.g. during a long prefill), then message_delta and
+  // message_stop, or an error event.
+  HttpResponse stream_message(ChatRun run, ResponseHeader header) {
+    HttpResponse response;
+    response.content_type = "text/event-stream";
+    response.headers["Cache-Control"] = "no-cache";
+    response.stream = [this, run, header](BodyWriter& out) {
+      GenerationStream& job = *run.jobs.front();
+      AnthropicStream events(header);
+      auto last_write = std::chrono::steady_clock::now();
+      auto write = [&](const std::string& text) {
+        if (text.empty()) return true;
+        last_write = std::chrono::steady_clock::now();
+        return out.write(text);
+      };
+      if (!write(events.start(static_cast<int64_t>(job.request.prompt.size())))) {
+        job.cancel();
+        return;
+      }
+      StreamUpdate end;
+      const bool completed = follow(
+          job, [&out] { return out.connected(); }, end,
+          [&](const StreamUpdate& update) {
+            for (const StreamDelta& d : update.deltas)
+              if (!write(events.delta(d.text))) return false;
+            if (std::chrono::steady_clock::now() - last_write >= kPingInterval)
+              return write(AnthropicStream::ping());
+            return true;
+          });
+      if (!completed) return;
+      observe(job);
+      if (auto e = failure(end)) {
+        out.write(AnthropicStream::error(*e));
+        return;
+      }
+      const std::optional<OrderedJson> extension = chat_extension(job, run.routed);
+      out.write(events.finish(end.finish_reason, job.stop_sequence(), usage_of(job),
+                              extension.value_or(OrderedJson(nullptr))));
+      if (run.ahead && completed_normally(end.finish_reason)) run.ahead();
+    };
+    return response;
   }
 
   // The "strata" extension of a chat response: what think control did, when it had a say, and
@@ -805,7 +931,7 @@ struct Server::Impl {
           ApiError(499, "The client closed the connection.", {}, "client_closed_request"));
     for (const auto& job : jobs) observe(*job);
     for (const StreamUpdate& u : ends)
-      if (auto e = failure(u)) return error_response(*e);
+      if (auto e = failure(u)) return error_response(*e, error_format(http_request.path));
     return json_response(200, body(ends));
   }
 

@@ -1,5 +1,7 @@
-// The OpenAI-compatible server: routes, auth, and the path from a request to the engine and back.
+// The OpenAI- and Anthropic-compatible server: routes, auth, and the path from a request to the
+// engine and back.
 //   POST /v1/chat/completions, POST /v1/completions (also without /v1), GET /v1/models[/ID],
+//   POST /v1/messages, POST /v1/messages/count_tokens (Anthropic),
 //   GET /health, GET /metrics, POST /tokenize, POST /detokenize.
 // One Engine serves every request through a FIFO GenerationQueue; HTTP threads render, tokenize
 // and stream; a client that disconnects has its generation cancelled within one step.
@@ -23,7 +25,7 @@ namespace strata::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;      // 0: any free port (bind() returns it)
-  std::string api_key;  // empty: no authentication
+  std::string api_key;  // empty: no authentication; else Bearer or x-api-key
   // Requests admitted at once (generating + queued); more get 503. Also sizes the HTTP threads.
   size_t max_concurrency = 64;
   // Request sizes (the body limit included), connection caps and deadlines.

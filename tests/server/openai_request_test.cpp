@@ -320,11 +320,20 @@ TEST(Auth, BearerKeyComparedWholly) {
   EXPECT_FALSE(constant_time_equals("secret", "secreT"));
   EXPECT_FALSE(constant_time_equals("secret", "secret2"));
   EXPECT_FALSE(constant_time_equals("", "x"));
-  EXPECT_FALSE(check_bearer("Bearer k1", "k1").has_value());
-  EXPECT_EQ(check_bearer("", "k1")->code(), "missing_api_key");
-  EXPECT_EQ(check_bearer("Bearer k2", "k1")->code(), "invalid_api_key");
-  EXPECT_EQ(check_bearer("k1", "k1")->status(), 401);
-  EXPECT_EQ(check_bearer("Bearer ", "k1")->status(), 401);
+  EXPECT_FALSE(check_api_key("Bearer k1", "", "k1").has_value());
+  EXPECT_EQ(check_api_key("", "", "k1")->code(), "missing_api_key");
+  EXPECT_EQ(check_api_key("Bearer k2", "", "k1")->code(), "invalid_api_key");
+  EXPECT_EQ(check_api_key("k1", "", "k1")->status(), 401);
+  EXPECT_EQ(check_api_key("Bearer ", "", "k1")->status(), 401);
+}
+
+TEST(Auth, AnXApiKeyHeaderCarriesTheKeyToo) {
+  EXPECT_FALSE(check_api_key("", "k1", "k1").has_value());
+  EXPECT_FALSE(check_api_key("Bearer wrong", "k1", "k1").has_value());  // either header will do
+  EXPECT_FALSE(check_api_key("Bearer k1", "wrong", "k1").has_value());
+  EXPECT_EQ(check_api_key("", "k2", "k1")->code(), "invalid_api_key");
+  EXPECT_EQ(check_api_key("", "Bearer k1", "k1")->code(), "invalid_api_key");  // no scheme here
+  EXPECT_EQ(check_api_key("", "k", "k1")->status(), 401);
 }
 
 }  // namespace
