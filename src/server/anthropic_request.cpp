@@ -89,6 +89,22 @@ void add_system(const Fields& f, Conversation& out) {
   out.messages.push_back({{"role", "system"}, {"content", std::move(content)}});
 }
 
+// A system message among the messages (Claude Code sends its reminders so): chat templates take a
+// system message only first, so its text joins the system prompt there, after what is already in
+// it.
+void add_late_system(const OrderedJson& blocks, const std::string& param, Conversation& out) {
+  const std::string text = joined(text_parts(blocks, param));
+  if (text.empty()) return;
+  OrderedJson& messages = out.messages;
+  if (messages.empty() || messages[0]["role"] != "system") {
+    messages.insert(messages.begin(), OrderedJson{{"role", "system"}, {"content", text}});
+    return;
+  }
+  OrderedJson& content = messages[0]["content"];
+  const std::string before = content.is_string() ? content.get<std::string>() : joined(content);
+  content = before + "\n\n" + text;
+}
+
 // A tool_result block as a tool message.
 OrderedJson tool_message(const OrderedJson& block, const std::string& p, const Conversation& conv) {
   const Fields f(block, p);
@@ -199,11 +215,8 @@ void add_messages(const Fields& f, Conversation& out) {
     const Fields mf(m, p);
     const auto role = mf.string("role");
     if (!role) missing_field(p + ".role");
-    if (*role != "user" && *role != "assistant")
-      invalid_value(p + ".role",
-                    fmt::format("expected 'user' or 'assistant', got '{}' (the system prompt is "
-                                "the top-level 'system' field).",
-                                *role));
+    if (*role != "user" && *role != "assistant" && *role != "system")
+      invalid_value(p + ".role", fmt::format("expected 'user', 'assistant' or 'system', got '{}'.", *role));
     const OrderedJson* content = mf.get("content");
     if (content == nullptr) missing_field(p + ".content");
     if (!content->is_string() && !content->is_array())
@@ -214,8 +227,10 @@ void add_messages(const Fields& f, Conversation& out) {
                                    : *content;
     if (*role == "user")
       add_user(blocks, p + ".content", out);
-    else
+    else if (*role == "assistant")
       add_assistant(blocks, p + ".content", out);
+    else
+      add_late_system(blocks, p + ".content", out);
   }
   if (messages->back().value("role", "") == "assistant")
     unsupported("messages",

@@ -101,6 +101,25 @@ TEST(AnthropicRequest, SystemAsAStringOrTextBlocksOpensTheMessages) {
   EXPECT_EQ(r.messages.size(), 1u);
 }
 
+// Claude Code sends reminders as system messages among the messages: their text joins the system
+// prompt (chat templates take a system message only first), or opens one.
+TEST(AnthropicRequest, SystemMessagesAmongTheMessagesJoinTheSystemPrompt) {
+  const OrderedJson late = {{"role", "system"}, {"content", {text("Reminder: be careful.")}}};
+  ChatCompletionRequest r =
+      parse_messages_request(body({{"system", "Be brief."}, {"messages", {user("Hi"), late}}}));
+  EXPECT_EQ(r.messages, OrderedJson::parse(R"([
+      {"role": "system", "content": "Be brief.\n\nReminder: be careful."},
+      {"role": "user", "content": "Hi"}])"));
+  r = parse_messages_request(body(
+      {{"system", {text("You are an agent."), text("Be brief.")}}, {"messages", {user("Hi"), late}}}));
+  EXPECT_EQ(r.messages[0], OrderedJson::parse(R"({"role": "system",
+      "content": "You are an agent.\nBe brief.\n\nReminder: be careful."})"));
+  r = parse_messages_request(body({{"messages", {user("Hi"), late, {{"role", "system"}, {"content", "Two."}}}}}));
+  EXPECT_EQ(r.messages, OrderedJson::parse(R"([
+      {"role": "system", "content": "Reminder: be careful.\n\nTwo."},
+      {"role": "user", "content": "Hi"}])"));
+}
+
 TEST(AnthropicRequest, ContentBlocksBecomeChatMessages) {
   const OrderedJson messages = {
       user({text("What's the weather in Paris?"), text("Thanks.")}),
@@ -225,8 +244,10 @@ TEST(AnthropicRequest, RefusesWrongMessages) {
   expect_400(with(OrderedJson::array()), "messages", "at least one message");
   expect_400(with({"Hi"}), "messages.0", "expected an object");
   expect_400(with({{{"content", "Hi"}}}), "messages.0.role", "Missing required");
-  expect_400(with({{{"role", "system"}, {"content", "Hi"}}}), "messages.0.role",
-             "top-level 'system'");
+  expect_400(with({{{"role", "tool"}, {"content", "Hi"}}}), "messages.0.role",
+             "expected 'user', 'assistant' or 'system', got 'tool'");
+  expect_400(with({user("Hi"), {{"role", "system"}, {"content", {{{"type", "image"}}}}}}),
+             "messages.1.content.0.type", "image");
   expect_400(with({{{"role", "user"}}}), "messages.0.content", "Missing required");
   expect_400(with({user(5)}), "messages.0.content", "a string or an array of content blocks");
   expect_400(with({user({"Hi"})}), "messages.0.content.0", "expected an object");
