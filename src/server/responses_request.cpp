@@ -152,10 +152,10 @@ class Conversation {
     else if (role == "system" || role == "developer")
       messages_.push_back({{"role", "system"}, {"content", text_of(content)}});
     else
-      invalid_value(p + ".role", fmt::format(
-                                     "expected 'user', 'assistant', 'system' or 'developer', got "
-                                     "'{}'.",
-                                     role));
+      invalid_value(p + ".role",
+                    fmt::format("expected 'user', 'assistant', 'system' or 'developer', got "
+                                "'{}'.",
+                                role));
   }
 
   void add_call(const Fields& f, const std::string& p) {
@@ -348,7 +348,8 @@ void parse_tool_choice(const Fields& f, ResponsesRequest& r) {
     invalid_value("tool_choice", "tool_choice 'required' or a named function needs 'tools'.");
   if (c.tool_choice == ToolChoice::kNamed) {
     bool found = false;
-    for (const auto& tool : c.tools) found = found || tool["function"]["name"] == c.tool_choice_name;
+    for (const auto& tool : c.tools)
+      found = found || tool["function"]["name"] == c.tool_choice_name;
     if (!found)
       invalid_value("tool_choice.name",
                     fmt::format("no function named '{}' in 'tools'.", c.tool_choice_name));
@@ -404,7 +405,7 @@ void parse_text(const Fields& f, ResponsesRequest& r) {
     const Fields tf(*text, "text");
     if (const OrderedJson* format = tf.object("format")) {
       OrderedJson chat_format = *format;
-      if (format->value("type", "") == "json_schema") {
+      if (auto type = format->find("type"); type != format->end() && *type == "json_schema") {
         OrderedJson schema = OrderedJson::object();
         for (const char* key : {"name", "description", "schema", "strict"})
           if (auto it = format->find(key); it != format->end()) schema[key] = *it;
@@ -469,16 +470,18 @@ void refuse_unsupported(const Fields& f) {
   if (f.get("prompt") != nullptr)
     unsupported("prompt", "Prompt templates are not supported; send instructions and input.");
   if (f.integer("max_tool_calls", 1, INT32_MAX))
-    unsupported("max_tool_calls", "max_tool_calls is not supported; parallel_tool_calls: false "
-                                  "allows one call a turn.");
+    unsupported("max_tool_calls",
+                "max_tool_calls is not supported; parallel_tool_calls: false "
+                "allows one call a turn.");
   if (f.integer("top_logprobs", 0, 20).value_or(0) > 0)
-    unsupported("top_logprobs", "top_logprobs is not supported on /v1/responses yet; use "
-                                "/v1/chat/completions for log-probabilities.");
+    unsupported("top_logprobs",
+                "top_logprobs is not supported on /v1/responses yet; use "
+                "/v1/chat/completions for log-probabilities.");
   if (const OrderedJson* include = f.array("include"))
     for (size_t i = 0; i < include->size(); ++i)
       if (!(*include)[i].is_string()) wrong_type(at("include", i), "a string", (*include)[i]);
-  if (auto truncation = f.string("truncation"); truncation && *truncation != "auto" &&
-                                                *truncation != "disabled")
+  if (auto truncation = f.string("truncation");
+      truncation && *truncation != "auto" && *truncation != "disabled")
     invalid_value("truncation",
                   fmt::format("expected 'auto' or 'disabled', got '{}'.", *truncation));
   f.string("safety_identifier");

@@ -27,13 +27,14 @@ OrderedJson message(const std::string& role, OrderedJson content) {
   return {{"type", "message"}, {"role", role}, {"content", std::move(content)}};
 }
 
-const OrderedJson kWeatherTool = {
-    {"type", "function"},
-    {"name", "get_weather"},
-    {"description", "Weather in a city"},
-    {"parameters",
-     {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}, {"required", {"city"}}}},
-    {"strict", true}};
+const OrderedJson kWeatherTool = {{"type", "function"},
+                                  {"name", "get_weather"},
+                                  {"description", "Weather in a city"},
+                                  {"parameters",
+                                   {{"type", "object"},
+                                    {"properties", {{"city", {{"type", "string"}}}}},
+                                    {"required", {"city"}}}},
+                                  {"strict", true}};
 
 // Expects an error of `status` naming `param`, with `words` in the message, in OpenAI's shape.
 void expect_error(const OrderedJson& b, const std::string& param, const std::string& words = "",
@@ -192,7 +193,8 @@ TEST(ResponsesRequest, PreviousResponseIdPutsItsConversationFirst) {
   EXPECT_EQ(r.conversation.size(), 3u);
   EXPECT_EQ(r.conversation[2], output[0]);
   // No input is fine when continuing; a response the store lacks is a 404.
-  EXPECT_EQ(parse(OrderedJson{{"previous_response_id", "resp_1"}}, lookup).chat.messages.size(), 2u);
+  EXPECT_EQ(parse(OrderedJson{{"previous_response_id", "resp_1"}}, lookup).chat.messages.size(),
+            2u);
   expect_error(body({{"previous_response_id", "resp_gone"}}), "previous_response_id",
                "'resp_gone' not found", 404, lookup);
   expect_error(body({{"previous_response_id", "resp_1"}}), "previous_response_id", "not found",
@@ -200,9 +202,9 @@ TEST(ResponsesRequest, PreviousResponseIdPutsItsConversationFirst) {
 }
 
 TEST(ResponsesRequest, FunctionToolsInTheirFlatShapeAndToolChoice) {
-  const ResponsesRequest r = parse(body(
-      {{"tools", {kWeatherTool, {{"type", "function"}, {"name", "now"}}}},
-       {"tool_choice", {{"type", "function"}, {"name", "get_weather"}}}}));
+  const ResponsesRequest r =
+      parse(body({{"tools", {kWeatherTool, {{"type", "function"}, {"name", "now"}}}},
+                  {"tool_choice", {{"type", "function"}, {"name", "get_weather"}}}}));
   EXPECT_EQ(r.chat.tools, OrderedJson::parse(R"([
     {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
       "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -260,14 +262,17 @@ TEST(ResponsesRequest, TextFormatTakesTheChatResponseFormatPath) {
   // json_object and json_schema are refused as chat refuses them, naming text.format.
   expect_error(body({{"text", {{"format", {{"type", "json_object"}}}}}}), "text.format",
                "not supported yet");
-  expect_error(body({{"text",
-                      {{"format",
-                        {{"type", "json_schema"}, {"name", "x"}, {"schema", {{"type", "object"}}}}}}}}),
-               "text.format", "'json_schema' is not supported yet");
+  expect_error(
+      body({{"text",
+             {{"format",
+               {{"type", "json_schema"}, {"name", "x"}, {"schema", {{"type", "object"}}}}}}}}),
+      "text.format", "'json_schema' is not supported yet");
   expect_error(body({{"text", {{"format", {{"type", "yaml"}}}}}}), "text.format.type", "yaml");
   expect_error(body({{"text", {{"format", OrderedJson::object()}}}}), "text.format.type",
                "Missing required parameter");
   expect_error(body({{"text", {{"format", "json"}}}}), "text.format", "expected an object");
+  expect_error(body({{"text", {{"format", {{"type", true}}}}}}), "text.format.type",
+               "expected a string");  // found by fuzz_responses_request
   expect_error(body({{"text", {{"verbosity", "loud"}}}}), "text.verbosity", "loud");
 }
 
@@ -282,29 +287,35 @@ TEST(ResponsesRequest, WrongInputIsA400NamingTheField) {
                "Missing");
   expect_error(body({{"input", {{{"role", "user"}}}}}), "input[0].content", "Missing");
   expect_error(body({{"input", {message("user", 3)}}}), "input[0].content", "a string or an");
-  expect_error(body({{"input", {message("user", {{{"type", "input_image"}, {"image_url", "x"}}})}}}),
-               "input[0].content[0].type", "text-only");
+  expect_error(
+      body({{"input", {message("user", {{{"type", "input_image"}, {"image_url", "x"}}})}}}),
+      "input[0].content[0].type", "text-only");
   expect_error(body({{"input", {message("user", {{{"type", "input_text"}}})}}}),
                "input[0].content[0].text", "Missing");
   expect_error(body({{"input", {{{"type", "function_call"}, {"name", "f"}, {"arguments", "{}"}}}}}),
                "input[0].call_id", "Missing");
-  expect_error(body({{"input", {{{"type", "function_call"}, {"call_id", "c"}, {"arguments", "{}"}}}}}),
-               "input[0].name", "Missing");
+  expect_error(
+      body({{"input", {{{"type", "function_call"}, {"call_id", "c"}, {"arguments", "{}"}}}}}),
+      "input[0].name", "Missing");
   expect_error(body({{"input", {{{"type", "function_call"}, {"call_id", "c"}, {"name", "f"}}}}}),
                "input[0].arguments", "Missing");
   expect_error(body({{"input",
-                      {{{"type", "function_call"}, {"call_id", "c"}, {"name", "f"},
+                      {{{"type", "function_call"},
+                        {"call_id", "c"},
+                        {"name", "f"},
                         {"arguments", "{\"a\": "}}}}}),
                "input[0].arguments", "'input[0].arguments'");
   expect_error(body({{"input", {{{"type", "function_call_output"}, {"call_id", "c"}}}}}),
                "input[0].output", "Missing");
-  expect_error(body({{"input", {{{"type", "function_call_output"}, {"call_id", "c"}, {"output", 1}}}}}),
-               "input[0].output", "a string or an array");
+  expect_error(
+      body({{"input", {{{"type", "function_call_output"}, {"call_id", "c"}, {"output", 1}}}}}),
+      "input[0].output", "a string or an array");
   expect_error(body({{"input",
-                      {{{"type", "reasoning"}, {"summary", {{{"type", "reasoning_text"}, {"text", "x"}}}}}}}}),
+                      {{{"type", "reasoning"},
+                        {"summary", {{{"type", "reasoning_text"}, {"text", "x"}}}}}}}}),
                "input[0].summary[0].type", "summary_text");
-  expect_error(body({{"input", {{{"type", "item_reference"}, {"id", "msg_1"}}}}}),
-               "input[0].type", "item_reference");
+  expect_error(body({{"input", {{{"type", "item_reference"}, {"id", "msg_1"}}}}}), "input[0].type",
+               "item_reference");
   expect_error(body({{"input", {{{"type", "web_search_call"}, {"id", "ws_1"}}}}}), "input[0].type",
                "function tools only");
   expect_error(body({{"instructions", 1}}), "instructions", "expected a string");
@@ -359,7 +370,8 @@ TEST(ResponsesRequest, FieldsStrataCannotHonourAreRefused) {
   expect_error(body({{"max_tool_calls", 2}}), "max_tool_calls", "not supported");
   expect_error(body({{"top_logprobs", 3}}), "top_logprobs", "not supported");
   // Their harmless values pass.
-  EXPECT_NO_THROW(parse(body({{"background", false}, {"top_logprobs", 0}, {"conversation", nullptr}})));
+  EXPECT_NO_THROW(
+      parse(body({{"background", false}, {"top_logprobs", 0}, {"conversation", nullptr}})));
 }
 
 }  // namespace
