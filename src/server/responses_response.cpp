@@ -35,12 +35,9 @@ OrderedJson message_item(const std::string& id, const std::string& text, const c
 
 OrderedJson function_call_item(const std::string& id, const text::chat::ToolCall& call,
                                const char* status, const std::string& arguments) {
-  return {{"id", id},
-          {"type", "function_call"},
-          {"status", status},
-          {"arguments", arguments},
-          {"call_id", call.id},
-          {"name", call.name}};
+  return {{"id", id},           {"type", "function_call"},
+          {"status", status},   {"arguments", arguments},
+          {"call_id", call.id}, {"name", call.name}};
 }
 
 const char* item_status(bool incomplete) { return incomplete ? "incomplete" : "completed"; }
@@ -53,8 +50,7 @@ std::string response_status(const std::string& finish_reason) {
 
 OrderedJson responses_usage_json(const Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
-          {"input_tokens_details",
-           {{"cached_tokens", u.cached_tokens}, {"cache_write_tokens", 0}}},
+          {"input_tokens_details", {{"cached_tokens", u.cached_tokens}, {"cache_write_tokens", 0}}},
           {"output_tokens", u.completion_tokens},
           {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
@@ -70,23 +66,22 @@ OrderedJson response_output_json(const text::chat::ParsedMessage& m, bool incomp
     output.push_back(
         message_item(new_response_id("msg_"), m.content, item_status(incomplete && !calls)));
   for (const auto& call : m.tool_calls)
-    output.push_back(
-        function_call_item(new_response_id("fc_"), call, "completed", call.arguments));
+    output.push_back(function_call_item(new_response_id("fc_"), call, "completed", call.arguments));
   return output;
 }
 
 OrderedJson response_json(const ResponseHeader& h, const OrderedJson& settings,
                           const std::string& status, OrderedJson output, const Usage* usage,
                           OrderedJson error) {
-  OrderedJson j = {{"id", h.id},
-                   {"object", "response"},
-                   {"created_at", h.created},
-                   {"status", status},
-                   {"background", false},
-                   {"error", std::move(error)},
-                   {"incomplete_details", status == "incomplete"
-                                              ? OrderedJson{{"reason", "max_output_tokens"}}
-                                              : OrderedJson(nullptr)}};
+  OrderedJson j = {
+      {"id", h.id},
+      {"object", "response"},
+      {"created_at", h.created},
+      {"status", status},
+      {"background", false},
+      {"error", std::move(error)},
+      {"incomplete_details", status == "incomplete" ? OrderedJson{{"reason", "max_output_tokens"}}
+                                                    : OrderedJson(nullptr)}};
   auto setting = [&](const char* key) {
     auto it = settings.find(key);
     j[key] = it == settings.end() ? OrderedJson(nullptr) : *it;
@@ -123,14 +118,13 @@ std::string ResponsesStream::open_text(Open kind) {
   const bool reasoning = kind == Open::kReasoning;
   item_ = reasoning ? reasoning_item(new_response_id("rs_"), "", "in_progress")
                     : message_item(new_response_id("msg_"), "", "in_progress", false);
-  const OrderedJson part = reasoning ? OrderedJson{{"type", "reasoning_text"}, {"text", ""}}
-                                     : output_text("");
+  const OrderedJson part =
+      reasoning ? OrderedJson{{"type", "reasoning_text"}, {"text", ""}} : output_text("");
   const size_t index = output_.size();
   out += event("response.output_item.added", {{"output_index", index}, {"item", item_}});
-  out += event("response.content_part.added", {{"item_id", item_["id"]},
-                                               {"output_index", index},
-                                               {"content_index", 0},
-                                               {"part", part}});
+  out += event(
+      "response.content_part.added",
+      {{"item_id", item_["id"]}, {"output_index", index}, {"content_index", 0}, {"part", part}});
   return out;
 }
 
@@ -141,9 +135,10 @@ std::string ResponsesStream::close(bool incomplete) {
   const size_t index = output_.size();
   const OrderedJson id = item_["id"];
   const char* status = item_status(incomplete);
-  OrderedJson item = reasoning ? reasoning_item(id, text_, status) : message_item(id, text_, status);
-  const OrderedJson part = reasoning ? OrderedJson{{"type", "reasoning_text"}, {"text", text_}}
-                                     : output_text(text_);
+  OrderedJson item =
+      reasoning ? reasoning_item(id, text_, status) : message_item(id, text_, status);
+  const OrderedJson part =
+      reasoning ? OrderedJson{{"type", "reasoning_text"}, {"text", text_}} : output_text(text_);
   OrderedJson done = {{"item_id", id}, {"output_index", index}, {"content_index", 0}};
   if (!reasoning) done["logprobs"] = OrderedJson::array();
   done["text"] = text_;
@@ -165,10 +160,9 @@ std::string ResponsesStream::call(const text::chat::ToolCall& c) {
                {{"output_index", index}, {"item", function_call_item(id, c, "in_progress", "")}});
   out += event("response.function_call_arguments.delta",
                {{"item_id", id}, {"output_index", index}, {"delta", c.arguments}});
-  out += event("response.function_call_arguments.done", {{"item_id", id},
-                                                         {"output_index", index},
-                                                         {"name", c.name},
-                                                         {"arguments", c.arguments}});
+  out += event(
+      "response.function_call_arguments.done",
+      {{"item_id", id}, {"output_index", index}, {"name", c.name}, {"arguments", c.arguments}});
   OrderedJson item = function_call_item(id, c, "completed", c.arguments);
   out += event("response.output_item.done", {{"output_index", index}, {"item", item}});
   output_.push_back(std::move(item));
@@ -182,9 +176,10 @@ std::string ResponsesStream::delta(const text::chat::ParsedDelta& d) {
     if (piece.empty()) return;
     if (open_ != kind) out += open_text(kind);
     text_ += piece;
-    OrderedJson fields = {
-        {"item_id", item_["id"]}, {"output_index", output_.size()}, {"content_index", 0},
-        {"delta", piece}};
+    OrderedJson fields = {{"item_id", item_["id"]},
+                          {"output_index", output_.size()},
+                          {"content_index", 0},
+                          {"delta", piece}};
     if (kind == Open::kMessage) fields["logprobs"] = OrderedJson::array();
     out += event(type, std::move(fields));
   };
@@ -207,9 +202,10 @@ std::string ResponsesStream::finish(const std::string& finish_reason, const Usag
 std::string ResponsesStream::fail(const ApiError& e) {
   std::string out = close(true);
   const OrderedJson code = e.code().empty() ? OrderedJson(nullptr) : OrderedJson(e.code());
-  out += event("error", {{"code", code},
-                         {"message", e.what()},
-                         {"param", e.param().empty() ? OrderedJson(nullptr) : OrderedJson(e.param())}});
+  out += event("error",
+               {{"code", code},
+                {"message", e.what()},
+                {"param", e.param().empty() ? OrderedJson(nullptr) : OrderedJson(e.param())}});
   response_ = response_json(header_, settings_, "failed", output_, nullptr,
                             {{"code", "server_error"}, {"message", e.what()}});
   return out + event("response.failed", {{"response", response_}});

@@ -7,7 +7,8 @@ namespace strata::server {
 
 void ResponseStore::put(const std::string& id, StoredResponse response) {
   // Measured outside the lock: the text of a long conversation takes a while to write.
-  const size_t bytes = id.size() + dump(response.response).size() + dump(response.conversation).size();
+  const size_t bytes =
+      id.size() + dump(response.response).size() + dump(response.conversation).size();
   auto value = std::make_shared<const StoredResponse>(std::move(response));
   std::lock_guard lock(mutex_);
   if (auto it = by_id_.find(id); it != by_id_.end()) drop(it->second);

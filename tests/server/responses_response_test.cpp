@@ -65,18 +65,36 @@ ToolCall weather_call() { return {0, "call_1", "get_weather", R"({"city":"Paris"
 TEST(ResponsesResponse, AResponseObjectHasOpenAisFieldsInOrder) {
   ParsedMessage m;
   m.content = "Hello!";
-  const Usage usage{.prompt_tokens = 10, .completion_tokens = 4, .cached_tokens = 3,
-                    .reasoning_tokens = 1};
-  const OrderedJson j = response_json(kHeader, kSettings, "completed",
-                                      response_output_json(m, false), &usage);
+  const Usage usage{
+      .prompt_tokens = 10, .completion_tokens = 4, .cached_tokens = 3, .reasoning_tokens = 1};
+  const OrderedJson j =
+      response_json(kHeader, kSettings, "completed", response_output_json(m, false), &usage);
   std::vector<std::string> keys;
   for (const auto& [key, value] : j.items()) keys.push_back(key);
-  EXPECT_EQ(keys, (std::vector<std::string>{
-                      "id", "object", "created_at", "status", "background", "error",
-                      "incomplete_details", "instructions", "max_output_tokens", "model", "output",
-                      "parallel_tool_calls", "previous_response_id", "reasoning", "store",
-                      "temperature", "text", "tool_choice", "tools", "top_p", "truncation", "usage",
-                      "user", "metadata"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"id",
+                                            "object",
+                                            "created_at",
+                                            "status",
+                                            "background",
+                                            "error",
+                                            "incomplete_details",
+                                            "instructions",
+                                            "max_output_tokens",
+                                            "model",
+                                            "output",
+                                            "parallel_tool_calls",
+                                            "previous_response_id",
+                                            "reasoning",
+                                            "store",
+                                            "temperature",
+                                            "text",
+                                            "tool_choice",
+                                            "tools",
+                                            "top_p",
+                                            "truncation",
+                                            "usage",
+                                            "user",
+                                            "metadata"}));
   EXPECT_EQ(j["id"], "resp_abc");
   EXPECT_EQ(j["object"], "response");
   EXPECT_EQ(j["created_at"], 1700000000);
@@ -160,22 +178,22 @@ TEST(ResponsesResponse, AStreamSendsTheEventsInOrderWithSequenceNumbers) {
   const Usage usage{.prompt_tokens = 10, .completion_tokens = 6};
   sse += stream.finish("tool_calls", usage, OrderedJson{{"x", 1}});
   const std::vector<Event> es = events(sse);
-  EXPECT_EQ(names(es), (std::vector<std::string>{
-                           "response.created", "response.in_progress",
-                           // the reasoning item
-                           "response.output_item.added", "response.content_part.added",
-                           "response.reasoning_text.delta", "response.reasoning_text.delta",
-                           "response.reasoning_text.done", "response.content_part.done",
-                           "response.output_item.done",
-                           // the message
-                           "response.output_item.added", "response.content_part.added",
-                           "response.output_text.delta", "response.output_text.delta",
-                           "response.output_text.done", "response.content_part.done",
-                           "response.output_item.done",
-                           // the call
-                           "response.output_item.added", "response.function_call_arguments.delta",
-                           "response.function_call_arguments.done", "response.output_item.done",
-                           "response.completed"}));
+  EXPECT_EQ(
+      names(es),
+      (std::vector<std::string>{
+          "response.created", "response.in_progress",
+          // the reasoning item
+          "response.output_item.added", "response.content_part.added",
+          "response.reasoning_text.delta", "response.reasoning_text.delta",
+          "response.reasoning_text.done", "response.content_part.done", "response.output_item.done",
+          // the message
+          "response.output_item.added", "response.content_part.added", "response.output_text.delta",
+          "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+          "response.output_item.done",
+          // the call
+          "response.output_item.added", "response.function_call_arguments.delta",
+          "response.function_call_arguments.done", "response.output_item.done",
+          "response.completed"}));
   for (size_t i = 0; i < es.size(); ++i) EXPECT_EQ(es[i].data["sequence_number"], i) << i;
 
   const OrderedJson& created = es[0].data["response"];
@@ -195,7 +213,8 @@ TEST(ResponsesResponse, AStreamSendsTheEventsInOrderWithSequenceNumbers) {
   EXPECT_TRUE(starts_with(rs_id, "rs_"));
   EXPECT_EQ(es[3].data["part"], OrderedJson({{"type", "reasoning_text"}, {"text", ""}}));
   EXPECT_EQ(es[4].data, OrderedJson::parse(R"({"type": "response.reasoning_text.delta",
-    "sequence_number": 4, "item_id": )" + rs_id.dump() + R"(, "output_index": 0,
+    "sequence_number": 4, "item_id": )" + rs_id.dump() +
+                                           R"(, "output_index": 0,
     "content_index": 0, "delta": "Thi"})"));
   EXPECT_EQ(es[6].data["text"], "Think.");
   EXPECT_EQ(es[7].data["part"], OrderedJson({{"type", "reasoning_text"}, {"text", "Think."}}));
@@ -210,7 +229,8 @@ TEST(ResponsesResponse, AStreamSendsTheEventsInOrderWithSequenceNumbers) {
   EXPECT_EQ(es[10].data["part"]["type"], "output_text");
   EXPECT_EQ(es[10].data["part"]["text"], "");
   EXPECT_EQ(es[11].data, OrderedJson::parse(R"({"type": "response.output_text.delta",
-    "sequence_number": 11, "item_id": )" + msg_id.dump() + R"(, "output_index": 1,
+    "sequence_number": 11, "item_id": )" + msg_id.dump() +
+                                            R"(, "output_index": 1,
     "content_index": 0, "delta": "Hel", "logprobs": []})"));
   EXPECT_EQ(es[13].data["text"], "Hello");
   EXPECT_EQ(es[14].data["part"]["text"], "Hello");
@@ -229,8 +249,8 @@ TEST(ResponsesResponse, AStreamSendsTheEventsInOrderWithSequenceNumbers) {
   // The end: the whole response, its output the items as their done events had them.
   const OrderedJson& done = es.back().data["response"];
   EXPECT_EQ(done["status"], "completed");
-  EXPECT_EQ(done["output"], OrderedJson::array({es[8].data["item"], es[15].data["item"],
-                                                es[19].data["item"]}));
+  EXPECT_EQ(done["output"],
+            OrderedJson::array({es[8].data["item"], es[15].data["item"], es[19].data["item"]}));
   EXPECT_EQ(done["usage"]["total_tokens"], 16);
   EXPECT_EQ(done["strata"], OrderedJson({{"x", 1}}));
   EXPECT_EQ(stream.response(), done);
@@ -265,8 +285,8 @@ TEST(ResponsesResponse, AStreamEndsIncompleteOrFailed) {
   EXPECT_FALSE(error.contains("error"));  // the SDK would throw on a data.error field instead
   const OrderedJson& response = es.back().data["response"];
   EXPECT_EQ(response["status"], "failed");
-  EXPECT_EQ(response["error"], OrderedJson({{"code", "server_error"},
-                                            {"message", "Generation failed: boom"}}));
+  EXPECT_EQ(response["error"],
+            OrderedJson({{"code", "server_error"}, {"message", "Generation failed: boom"}}));
   EXPECT_EQ(response["output"].size(), 1u);
   for (size_t i = 0; i < es.size(); ++i) EXPECT_EQ(es[i].data["sequence_number"], i);
 }

@@ -86,8 +86,10 @@ Json accumulate(const std::vector<Event>& events) {
       output.push_back(d["item"]);
     } else if (e.name == "response.content_part.added") {
       output[d["output_index"].get<size_t>()]["content"].push_back(d["part"]);
-    } else if (e.name == "response.output_text.delta" || e.name == "response.reasoning_text.delta") {
-      Json& part = output[d["output_index"].get<size_t>()]["content"][d["content_index"].get<size_t>()];
+    } else if (e.name == "response.output_text.delta" ||
+               e.name == "response.reasoning_text.delta") {
+      Json& part =
+          output[d["output_index"].get<size_t>()]["content"][d["content_index"].get<size_t>()];
       part["text"] = part["text"].get<std::string>() + d["delta"].get<std::string>();
     } else if (e.name == "response.function_call_arguments.delta") {
       Json& item = output[d["output_index"].get<size_t>()];
@@ -140,8 +142,8 @@ int64_t chat_tokens(TestServer& s, const Json& chat) {
 TEST(ResponsesServer, AResponseHasAReasoningItemAMessageAndUsage) {
   TestServer s(kThinkingReply);
   const Json j = create(s, response_body("Hi", {{"instructions", "Be kind."},
-                                                 {"metadata", {{"k", "v"}}},
-                                                 {"temperature", 0.5}}));
+                                                {"metadata", {{"k", "v"}}},
+                                                {"temperature", 0.5}}));
   EXPECT_TRUE(starts_with(j["id"], "resp_")) << j;
   EXPECT_EQ(j["object"], "response");
   EXPECT_EQ(j["status"], "completed");
@@ -167,8 +169,8 @@ TEST(ResponsesServer, AResponseHasAReasoningItemAMessageAndUsage) {
   EXPECT_EQ(message["content"][0]["text"], "Hello there!");
   EXPECT_EQ(message["content"][0]["annotations"], Json::array());
   const Json& usage = j["usage"];
-  const int64_t prompt = chat_tokens(
-      s, Json::parse(R"({"messages": [{"role": "system", "content": "Be kind."},
+  const int64_t prompt =
+      chat_tokens(s, Json::parse(R"({"messages": [{"role": "system", "content": "Be kind."},
                                      {"role": "user", "content": "Hi"}]})"));
   EXPECT_EQ(usage["input_tokens"], prompt);
   EXPECT_EQ(usage["output_tokens"].get<size_t>(), qwen3_tokenizer().encode(kThinkingReply).size());
@@ -241,33 +243,34 @@ TEST(ResponsesServer, AFunctionCallRoundTripsAndItsOutputRendersAsTheChatRoutesT
 
   // The next turn, sent whole or continued from the stored response: the prompt is the chat
   // route's for the same conversation.
-  const Json output = {{"type", "function_call_output"}, {"call_id", call["call_id"]},
-                       {"output", "sunny, 21 C"}};
-  const Json chat = {{"messages",
-                      {{{"role", "user"}, {"content", "Weather in Paris?"}},
-                       {{"role", "assistant"},
-                        {"content", ""},
-                        {"tool_calls",
-                         {{{"id", call["call_id"]},
-                           {"type", "function"},
-                           {"function", {{"name", "get_weather"}, {"arguments", call["arguments"]}}}}}}},
-                       {{"role", "tool"}, {"tool_call_id", call["call_id"]}, {"content", "sunny, 21 C"}}}},
-                     {"tools", {kChatWeatherTool}}};
+  const Json output = {
+      {"type", "function_call_output"}, {"call_id", call["call_id"]}, {"output", "sunny, 21 C"}};
+  const Json chat = {
+      {"messages",
+       {{{"role", "user"}, {"content", "Weather in Paris?"}},
+        {{"role", "assistant"},
+         {"content", ""},
+         {"tool_calls",
+          {{{"id", call["call_id"]},
+            {"type", "function"},
+            {"function", {{"name", "get_weather"}, {"arguments", call["arguments"]}}}}}}},
+        {{"role", "tool"}, {"tool_call_id", call["call_id"]}, {"content", "sunny, 21 C"}}}},
+      {"tools", {kChatWeatherTool}}};
   const int64_t expected = chat_tokens(s, chat);
-  const Json whole = create(
-      s, response_body({{{"role", "user"}, {"content", "Weather in Paris?"}}, call, output},
-                       {{"tools", {kWeatherTool}}}));
+  const Json whole =
+      create(s, response_body({{{"role", "user"}, {"content", "Weather in Paris?"}}, call, output},
+                              {{"tools", {kWeatherTool}}}));
   EXPECT_EQ(whole["usage"]["input_tokens"], expected);
-  const Json continued = create(s, response_body({output}, {{"tools", {kWeatherTool}},
-                                                          {"previous_response_id", j["id"]}}));
+  const Json continued = create(
+      s, response_body({output}, {{"tools", {kWeatherTool}}, {"previous_response_id", j["id"]}}));
   EXPECT_EQ(continued["usage"]["input_tokens"], expected);
   EXPECT_EQ(continued["previous_response_id"], j["id"]);
   const int64_t longer =
       create(s, response_body({{{"type", "function_call_output"},
                                 {"call_id", call["call_id"]},
                                 {"output", "sunny, 21 C, light wind from the west"}}},
-                              {{"tools", {kWeatherTool}}, {"previous_response_id", j["id"]}}))
-          ["usage"]["input_tokens"];
+                              {{"tools", {kWeatherTool}},
+                               {"previous_response_id", j["id"]}}))["usage"]["input_tokens"];
   EXPECT_GT(longer, expected);
 }
 
@@ -313,8 +316,9 @@ TEST(ResponsesServer, StoredResponsesAreReadAndDeletedAndStoreFalseKeepsNothing)
             Json({{"id", j["id"]}, {"object", "response"}, {"deleted", true}}));
   expect_openai_error(s.get(path), 404, "not found");
   expect_openai_error(test::http_request(s.port(), "DELETE", path), 404, "not found");
-  expect_openai_error(s.post("/v1/responses", response_body("x", {{"previous_response_id", j["id"]}})),
-                      404, "not found", "previous_response_id");
+  expect_openai_error(
+      s.post("/v1/responses", response_body("x", {{"previous_response_id", j["id"]}})), 404,
+      "not found", "previous_response_id");
 
   const Json unkept = create(s, response_body("Hi", {{"store", false}}));
   EXPECT_EQ(unkept["store"], false);
@@ -337,9 +341,9 @@ TEST(ResponsesServer, TheStoreKeepsOnlyTheMostRecentResponses) {
   server::ServerOptions none;
   none.settings.responses_store = 0;
   TestServer off("ok", none);
-  EXPECT_EQ(off.get("/v1/responses/" + create(off, response_body("Hi"))["id"].get<std::string>())
-                .status,
-            404);
+  EXPECT_EQ(
+      off.get("/v1/responses/" + create(off, response_body("Hi"))["id"].get<std::string>()).status,
+      404);
 }
 
 // Thinks `thinking`, then answers once fed </think>.
@@ -379,8 +383,8 @@ TEST(ResponsesServer, ReasoningEffortTurnsThinkingOffOrOnWithAScaledBudget) {
   EXPECT_TRUE(j["strata"]["thinking"]["budget_closed"].get<bool>());
   // none and minimal: the prompt is chat's with thinking off (it closes an empty think block), so
   // no think control runs. (This scripted model thinks whatever its prompt says.)
-  const int64_t off = chat_tokens(
-      s, chat_body(question, {{"chat_template_kwargs", {{"enable_thinking", false}}}}));
+  const int64_t off =
+      chat_tokens(s, chat_body(question, {{"chat_template_kwargs", {{"enable_thinking", false}}}}));
   EXPECT_NE(off, chat_tokens(s, chat_body(question)));
   for (const char* effort : {"none", "minimal"}) {
     j = create(s, response_body(question, {{"reasoning", {{"effort", effort}}}}));
@@ -427,8 +431,8 @@ TEST(ResponsesServer, ErrorsAreInOpenAisShape) {
   const HttpResult format = s.post(
       "/v1/responses", response_body("Hi", {{"text", {{"format", {{"type", "json_object"}}}}}}));
   expect_openai_error(format, 400, "not supported yet", "text.format");
-  const HttpResult chat_format =
-      s.post("/v1/chat/completions", chat_body("Hi", {{"response_format", {{"type", "json_object"}}}}));
+  const HttpResult chat_format = s.post(
+      "/v1/chat/completions", chat_body("Hi", {{"response_format", {{"type", "json_object"}}}}));
   expect_openai_error(chat_format, 400, "not supported yet", "response_format");
   const HttpResult bad_json = test::http_request(s.port(), "POST", "/v1/responses", "{");
   EXPECT_EQ(bad_json.status, 400);
