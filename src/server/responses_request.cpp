@@ -117,21 +117,28 @@ class Conversation {
       unsupported_type(p + ".type", "Input items", *type);
   }
 
-  // The messages, instructions and the system messages the conversation opens with as one
-  // first system message.
+  // The messages, with instructions and every system or developer message joined, in order, as
+  // one first system message: chat templates take a system message only first (agents send
+  // developer messages later in a conversation too; the Messages route joins them alike).
   OrderedJson finish(const std::optional<std::string>& instructions) {
     flush();
     std::string system = instructions.value_or("");
-    size_t leading = 0;
-    while (leading < messages_.size() && messages_[leading]["role"] == "system") {
-      const std::string text = messages_[leading]["content"].get<std::string>();
+    bool any_system = instructions.has_value();
+    OrderedJson out = OrderedJson::array({nullptr});  // the system message's place
+    for (OrderedJson& message : messages_) {
+      if (message["role"] != "system") {
+        out.push_back(std::move(message));
+        continue;
+      }
+      const std::string text = message["content"].get<std::string>();
       if (!system.empty() && !text.empty()) system += "\n\n";
       system += text;
-      ++leading;
+      any_system = true;
     }
-    OrderedJson out = OrderedJson::array();
-    if (instructions || leading > 0) out.push_back({{"role", "system"}, {"content", system}});
-    for (size_t i = leading; i < messages_.size(); ++i) out.push_back(std::move(messages_[i]));
+    if (any_system)
+      out[0] = {{"role", "system"}, {"content", std::move(system)}};
+    else
+      out.erase(out.begin());
     return out;
   }
 

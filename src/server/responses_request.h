@@ -1,8 +1,9 @@
 // OpenAI Responses request bodies (POST /v1/responses), checked field by field and put in
 // chat-completions form, so that the chat pipeline renders, admits and runs them as it runs chat
 // completions and Anthropic messages:
-//   instructions, and the system / developer messages the input opens with -> one first system
-//                                          message (templates want a single leading one)
+//   instructions, and the input's system and developer messages, wherever they are -> one first
+//                                          system message (templates take a system message only
+//                                          first)
 //   input: a string                        -> a user message
 //   input items: messages (user, assistant, system, developer; content a string or input_text /
 //     output_text parts)                   -> messages

@@ -113,21 +113,28 @@ TEST(ResponsesRequest, ReadsTheGenerationFields) {
   EXPECT_EQ(parse(body({{"temperature", 0}})).chat.options.sampling.temperature, 0.0f);
 }
 
-TEST(ResponsesRequest, InstructionsAndLeadingSystemMessagesBecomeOneSystemMessage) {
+TEST(ResponsesRequest, InstructionsAndEverySystemMessageBecomeOneFirstSystemMessage) {
   const ResponsesRequest r =
       parse(body({{"instructions", "Be brief."},
                   {"input",
                    {message("developer", "Use tools."),
                     message("system", {{{"type", "input_text"}, {"text", "Be kind."}}}),
-                    message("user", "Hi"), message("developer", "Later.")}}}));
+                    message("user", "Hi"), message("developer", "Later."),
+                    message("assistant", "Hello"), message("developer", "")}}}));
   EXPECT_EQ(r.chat.messages, OrderedJson::parse(R"([
-    {"role": "system", "content": "Be brief.\n\nUse tools.\n\nBe kind."},
+    {"role": "system", "content": "Be brief.\n\nUse tools.\n\nBe kind.\n\nLater."},
     {"role": "user", "content": "Hi"},
-    {"role": "system", "content": "Later."}])"));
+    {"role": "assistant", "content": "Hello"}])"))
+      << r.chat.messages.dump(1);
   // Instructions are not part of the conversation a later response continues.
-  EXPECT_EQ(r.conversation.size(), 4u);
+  EXPECT_EQ(r.conversation.size(), 6u);
   EXPECT_EQ(parse(body({{"instructions", "Be brief."}})).chat.messages[0],
             OrderedJson({{"role", "system"}, {"content", "Be brief."}}));
+  // A system message alone opens the conversation; none, none is made.
+  EXPECT_EQ(parse(body({{"input", {message("user", "Hi"), message("system", "S")}}})).chat.messages,
+            OrderedJson::parse(R"([{"role": "system", "content": "S"},
+                                   {"role": "user", "content": "Hi"}])"));
+  EXPECT_EQ(parse(body()).chat.messages.size(), 1u);
 }
 
 TEST(ResponsesRequest, ItemsBecomeChatMessagesOneAssistantTurnEach) {
