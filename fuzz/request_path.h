@@ -1,5 +1,5 @@
 // The path of a request body through the server before tokenization, for the request fuzzers:
-// parse_body, the validators (OpenAI's chat and completions, Anthropic's messages and
+// parse_body, the validators (OpenAI's chat, completions and responses, Anthropic's messages and
 // count_tokens), and for a chat request normalisation, the fallback template and the output
 // parser's setup. Only ApiError or strata::Error may end it; anything else is a bug.
 #pragma once
@@ -9,6 +9,7 @@
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "server/responses_request.h"
 #include "text/chat/chat_template.h"
 
 namespace strata::fuzz {
@@ -75,6 +76,35 @@ inline void run_messages_request(std::string_view text) {
     }
     render(r);
   }
+}
+
+// A /v1/responses body: parsed into chat form (previous_response_id, when given, continuing a
+// stored conversation of every input item kind), then rendered.
+inline void run_responses_request(std::string_view text) {
+  server::OrderedJson body;
+  try {
+    body = server::parse_body(text);
+  } catch (const server::ApiError&) {
+    return;
+  }
+  static const server::OrderedJson stored = server::OrderedJson::parse(R"([
+    {"type": "message", "role": "user", "content": "Weather?"},
+    {"type": "reasoning", "id": "rs_1", "summary": [],
+     "content": [{"type": "reasoning_text", "text": "Call the tool."}]},
+    {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather",
+     "arguments": "{\"city\": \"Paris\"}", "status": "completed"}])");
+  const server::ConversationLookup lookup =
+      [](const std::string& id) -> std::optional<server::OrderedJson> {
+    if (id == "resp_1") return stored;
+    return std::nullopt;
+  };
+  server::ResponsesRequest r;
+  try {
+    r = server::parse_responses_request(body, 1000, lookup);
+  } catch (const server::ApiError&) {
+    return;
+  }
+  render(r.chat);
 }
 
 }  // namespace strata::fuzz

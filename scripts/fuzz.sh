@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-${STRATA_FUZZ_SECONDS:-60}}"
 build=build-fuzz
-targets=(openai_request openai_request_structured anthropic_request jinja http)
+targets=(openai_request openai_request_structured anthropic_request responses_request jinja http)
 
 cmake -S fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build "$build" -j "$(nproc)" >/dev/null
@@ -45,6 +45,7 @@ for t in "${targets[@]}"; do
   max_len=16384
   [ "$t" = openai_request ] && max_len=$((16 << 20))
   [ "$t" = anthropic_request ] && max_len=$((16 << 20))
+  [ "$t" = responses_request ] && max_len=$((16 << 20))
   [ "$t" = openai_request_structured ] && max_len=4096
   [ "$t" = http ] && max_len=8192  # four times the fuzz server's head limit, with a body
   "$build/fuzz_$t" "$work" "fuzz/corpus/$t" "${extra[@]}" \

@@ -153,6 +153,8 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--write-timeout", serve.write_timeout, "Seconds a response may wait on a client that reads nothing")
       ->check(CLI::PositiveNumber);
   add_setting_switch(*serve_cmd, setting_flags, "any_model");
+  add_setting_flag<int64_t>(*serve_cmd, setting_flags, "responses_store")->check(CLI::NonNegativeNumber);
+  add_setting_flag<int64_t>(*serve_cmd, setting_flags, "responses_store_mib")->check(CLI::PositiveNumber);
   serve_cmd->add_option("--alias", serve.alias, "A model name clients may use (repeatable; the first is reported)");
   serve_cmd->add_option("--quantize", serve.quantize, "Quantize on load: q4 or q8")->check(CLI::IsMember({"q4", "q8", "none"}));
   add_placement_options(*serve_cmd, setting_flags);

@@ -148,6 +148,23 @@ const std::vector<SettingSpec>& table() {
                "instead of answering 404 (agents send their own model names, e.g. "
                "claude-sonnet-4-5); every API route, and responses name the served model",
        .field = &Settings::any_model},
+      {.name = "responses_store",
+       .type = SettingType::kInt,
+       .flag = "--responses-store",
+       .env = "STRATA_RESPONSES_STORE",
+       .help = "Responses of /v1/responses (store: true) the server keeps in memory for "
+               "previous_response_id and GET /v1/responses/{id}; past it, or past "
+               "responses_store_mib, the least recently used go first (0: none is kept)",
+       .min = 0,
+       .field = &Settings::responses_store},
+      {.name = "responses_store_mib",
+       .type = SettingType::kInt,
+       .flag = "--responses-store-mib",
+       .env = "STRATA_RESPONSES_STORE_MIB",
+       .help = "MiB of memory for the kept responses (each counted as its JSON text: the "
+               "response and the conversation it continues)",
+       .min = 1,
+       .field = &Settings::responses_store_mib},
       {.name = "state_budget_mib",
        .type = SettingType::kInt,
        .flag = "--state-budget",

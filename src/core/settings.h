@@ -43,6 +43,8 @@ struct Settings {
   bool prefix_cache_compress = true;     // EngineOptions::prefix_cache_compress
   bool prefill_ahead = true;             // the server prefills a chat's next turn while idle
   bool any_model = false;  // the server serves a request naming a model it does not know (no 404)
+  int64_t responses_store = 1024;     // responses kept for previous_response_id and GET (0: none)
+  int64_t responses_store_mib = 256;  // the memory they may take, in MiB
   // How a model runs: switches to compare against (model::LoadOptions, runtime::EngineOptions).
   bool cuda_graphs = true;
   bool moe_fold_shared = true;

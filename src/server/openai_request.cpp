@@ -270,22 +270,6 @@ void parse_tool_choice(const Fields& f, ChatCompletionRequest& r) {
   }
 }
 
-std::string parse_response_format(const Fields& f) {
-  const OrderedJson* v = f.object("response_format");
-  if (v == nullptr) return {};
-  const auto type = Fields(*v, "response_format").string("type");
-  if (!type)
-    bad_request("response_format.type", "Missing required parameter: 'response_format.type'.");
-  if (*type == "text") return *type;
-  if (*type == "json_object" || *type == "json_schema")
-    unsupported("response_format",
-                fmt::format("response_format '{}' is not supported yet: strata has no structured "
-                            "(constrained) output. Use 'text' and ask for JSON in the prompt.",
-                            *type));
-  invalid_value("response_format.type",
-                fmt::format("expected 'text', 'json_object' or 'json_schema', got '{}'.", *type));
-}
-
 // max_thinking_tokens, or its aliases thinking_budget and reasoning.max_tokens (the first given).
 std::optional<int64_t> parse_thinking_budget(const Fields& f) {
   const auto budget = f.integer("max_thinking_tokens", 0, INT32_MAX);
@@ -297,6 +281,24 @@ std::optional<int64_t> parse_thinking_budget(const Fields& f) {
 }
 
 }  // namespace
+
+void parse_response_format(const OrderedJson& format, const std::string& param,
+                           ChatCompletionRequest& r) {
+  if (!format.is_object()) wrong_type(param, "an object", format);
+  const auto type = Fields(format, param).string("type");
+  if (!type) missing_field(param + ".type");
+  if (*type == "text") {
+    r.response_format = *type;
+    return;
+  }
+  if (*type == "json_object" || *type == "json_schema")
+    unsupported(param,
+                fmt::format("{} '{}' is not supported yet: strata has no structured "
+                            "(constrained) output. Use 'text' and ask for JSON in the prompt.",
+                            param, *type));
+  invalid_value(param + ".type",
+                fmt::format("expected 'text', 'json_object' or 'json_schema', got '{}'.", *type));
+}
 
 OrderedJson parse_body(std::string_view body) {
   LimitedJson parsed = parse_limited_json(body);
@@ -317,7 +319,8 @@ ChatCompletionRequest parse_chat_request(const OrderedJson& body) {
   r.tools = parse_tools(f);
   parse_tool_choice(f, r);
   r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
-  r.response_format = parse_response_format(f);
+  if (const OrderedJson* format = f.object("response_format"))
+    parse_response_format(*format, "response_format", r);
   const bool logprobs = f.boolean("logprobs").value_or(false);
   const auto top_logprobs = f.integer("top_logprobs", 0, 20);
   if (top_logprobs && !logprobs)

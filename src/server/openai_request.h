@@ -84,4 +84,11 @@ OrderedJson parse_body(std::string_view body);
 ChatCompletionRequest parse_chat_request(const OrderedJson& body);
 CompletionRequest parse_completion_request(const OrderedJson& body);
 
+// The answer's format, checked and set on the request: chat's response_format object, and the
+// Responses API's text.format put in chat's shape ({type, json_schema: {name, schema, strict}}),
+// so that both APIs take one path. `param` names the field in errors. json_object and
+// json_schema are a 400 for now (no constrained output yet).
+void parse_response_format(const OrderedJson& format, const std::string& param,
+                           ChatCompletionRequest& r);
+
 }  // namespace strata::server

@@ -1,9 +1,9 @@
 // Server: the routes and what each does. Chat and completion requests are parsed and validated,
 // rendered and tokenized on the HTTP thread, checked against the context size, then queued as a
 // GenerationStream; the response streams its deltas (SSE) or waits for the whole message, and
-// cancels the generation as soon as the client is gone. Anthropic's messages are chat requests
-// in another shape: parsed into chat form, run through the same pipeline (start_chat), answered
-// in Anthropic's shape.
+// cancels the generation as soon as the client is gone. Anthropic's messages and OpenAI's
+// Responses are chat requests in other shapes: parsed into chat form, run through the same
+// pipeline (start_chat), answered in their own API's shape.
 #include "server/server.h"
 
 #include <fmt/format.h>
@@ -23,6 +23,9 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/responses_request.h"
+#include "server/responses_response.h"
+#include "server/responses_store.h"
 
 namespace strata::server {
 namespace {
@@ -106,6 +109,7 @@ struct Server::Impl {
   HttpServer http;
   GenerationQueue queue;
   Metrics metrics;
+  ResponseStore responses_store;  // /v1/responses with store: true
   std::vector<int32_t> eos_ids;
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   const int64_t created = unix_time_now();
@@ -114,7 +118,9 @@ struct Server::Impl {
       : options(std::move(o)),
         model(m),
         http(http_options(options)),
-        queue(m.engine, options.max_concurrency) {
+        queue(m.engine, options.max_concurrency),
+        responses_store(static_cast<size_t>(options.settings.responses_store),
+                        static_cast<size_t>(options.settings.responses_store_mib) << 20) {
     eos_ids = model.tokenizer.eos_ids();
     for (int32_t id : model.engine.model().config().eos_token_ids)
       if (std::find(eos_ids.begin(), eos_ids.end(), id) == eos_ids.end()) eos_ids.push_back(id);
@@ -244,6 +250,10 @@ struct Server::Impl {
     add("POST", "/v1/messages", [this](const HttpRequest& r) { return messages(r); });
     add("POST", "/v1/messages/count_tokens",
         [this](const HttpRequest& r) { return count_tokens(r); });
+    // OpenAI's Responses API, and its store of recent responses.
+    add("POST", "/v1/responses", [this](const HttpRequest& r) { return responses(r); });
+    add("GET", "/v1/responses/*", [this](const HttpRequest& r) { return stored_response(r); });
+    add("DELETE", "/v1/responses/*", [this](const HttpRequest& r) { return delete_response(r); });
     // Answered on the event loop: a probe gets its answer even while every worker is busy.
     add(
         "GET", "/health", [this](const HttpRequest&) { return health(); }, kInline);
@@ -884,6 +894,116 @@ struct Server::Impl {
       if (run.ahead && completed_normally(end.finish_reason)) run.ahead();
     };
     return response;
+  }
+
+  // POST /v1/responses: the Responses request in chat form (previous_response_id's conversation
+  // first, from the store) through the chat pipeline; the answer as a response object, whole or
+  // as Responses events, kept in the store unless store is false.
+  HttpResponse responses(const HttpRequest& http_request) {
+    ResponsesRequest r = parse_responses_request(
+        parse_body(http_request.body), options.think_control.max_thinking_tokens,
+        [this](const std::string& id) -> std::optional<OrderedJson> {
+          const std::shared_ptr<const StoredResponse> stored = responses_store.get(id);
+          if (!stored) return std::nullopt;
+          return stored->conversation;
+        });
+    check_model(r.chat.options.model);
+    const bool stream = r.chat.options.stream;
+    ChatRun run = start_chat(std::move(r.chat));
+    const ResponseHeader header{new_response_id("resp_"), unix_time_now(), options.model_id};
+    auto request = std::make_shared<const ResponsesRequest>(std::move(r));
+    return stream ? stream_response(std::move(run), header, std::move(request))
+                  : whole_response(http_request, std::move(run), header, std::move(request));
+  }
+
+  // A finished response into the store, with its conversation (for previous_response_id).
+  void keep(const ResponsesRequest& request, const OrderedJson& response) {
+    if (!request.store) return;
+    StoredResponse stored{response, request.conversation};
+    for (const OrderedJson& item : response["output"]) stored.conversation.push_back(item);
+    responses_store.put(response["id"].get<std::string>(), std::move(stored));
+  }
+
+  HttpResponse whole_response(const HttpRequest& http_request, ChatRun run, ResponseHeader header,
+                              std::shared_ptr<const ResponsesRequest> request) {
+    return whole(http_request, run.jobs,
+                 [this, run, header, request](const std::vector<StreamUpdate>& ends) {
+                   const GenerationStream& job = *run.jobs.front();
+                   const std::string& finish = ends.front().finish_reason;
+                   if (run.ahead && completed_normally(finish)) run.ahead();
+                   const std::string status = response_status(finish);
+                   const Usage usage = usage_of(job);
+                   OrderedJson j = response_json(
+                       header, request->settings, status,
+                       response_output_json(job.message(), status == "incomplete"), &usage);
+                   if (auto extension = chat_extension(job, run.routed))
+                     j["strata"] = std::move(*extension);
+                   keep(*request, j);
+                   return j;
+                 });
+  }
+
+  // The Responses stream: response.created and response.in_progress, each delta's item events,
+  // then response.completed or response.incomplete (the response kept before it is sent, so a
+  // client may fetch or continue it at once), or an error event and response.failed.
+  HttpResponse stream_response(ChatRun run, ResponseHeader header,
+                               std::shared_ptr<const ResponsesRequest> request) {
+    HttpResponse response;
+    response.content_type = "text/event-stream";
+    response.headers["Cache-Control"] = "no-cache";
+    response.stream = [this, run, header, request](BodyWriter& out) {
+      GenerationStream& job = *run.jobs.front();
+      ResponsesStream events(header, request->settings);
+      auto write = [&out](const std::string& text) { return text.empty() || out.write(text); };
+      if (!write(events.start())) {
+        job.cancel();
+        return;
+      }
+      StreamUpdate end;
+      const bool completed = follow(
+          job, [&out] { return out.connected(); }, end,
+          [&](const StreamUpdate& update) {
+            for (const StreamDelta& d : update.deltas)
+              if (!write(events.delta(d.text))) return false;
+            return true;
+          });
+      if (!completed) return;
+      observe(job);
+      if (auto e = failure(end)) {
+        write(events.fail(*e));
+        return;
+      }
+      const std::optional<OrderedJson> extension = chat_extension(job, run.routed);
+      const std::string last = events.finish(end.finish_reason, usage_of(job),
+                                             extension.value_or(OrderedJson(nullptr)));
+      keep(*request, events.response());
+      write(last);
+      if (run.ahead && completed_normally(end.finish_reason)) run.ahead();
+    };
+    return response;
+  }
+
+  static std::string response_id(const HttpRequest& r) {
+    return r.path.substr(r.path.rfind("/responses/") + 11);
+  }
+
+  static ApiError response_not_found(const std::string& id) {
+    return ApiError(404, fmt::format("Response with id '{}' not found.", id), {}, "not_found");
+  }
+
+  // GET /v1/responses/{id}: a kept response as it was answered.
+  HttpResponse stored_response(const HttpRequest& r) {
+    const std::string id = response_id(r);
+    const std::shared_ptr<const StoredResponse> stored = responses_store.get(id);
+    if (!stored) throw response_not_found(id);
+    return json_response(200, stored->response);
+  }
+
+  // DELETE /v1/responses/{id}: forgets a kept response.
+  HttpResponse delete_response(const HttpRequest& r) {
+    const std::string id = response_id(r);
+    if (!responses_store.erase(id)) throw response_not_found(id);
+    return json_response(200, {{"id", id}, {"object", "response"}, {"deleted", true}});
   }
 
   // The "strata" extension of a chat response: what think control did, when it had a say, and

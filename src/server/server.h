@@ -2,6 +2,7 @@
 // engine and back.
 //   POST /v1/chat/completions, POST /v1/completions (also without /v1), GET /v1/models[/ID],
 //   POST /v1/messages, POST /v1/messages/count_tokens (Anthropic),
+//   POST /v1/responses, GET and DELETE /v1/responses/ID (OpenAI's Responses),
 //   GET /health, GET /metrics, POST /tokenize, POST /detokenize.
 // One Engine serves every request through a FIFO GenerationQueue; HTTP threads render, tokenize
 // and stream; a client that disconnects has its generation cancelled within one step.
