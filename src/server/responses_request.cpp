@@ -280,7 +280,8 @@ OrderedJson input_items(const Fields& f) {
   return *input;
 }
 
-// Function tools in chat's shape, and as the response repeats them.
+// Function tools in chat's shape, and every tool as the response repeats them; tools of other
+// types are left out of the prompt.
 void parse_tools(const Fields& f, ResponsesRequest& r) {
   OrderedJson echo = OrderedJson::array();
   const OrderedJson* tools = f.array("tools");
@@ -294,9 +295,13 @@ void parse_tools(const Fields& f, ResponsesRequest& r) {
       if (!tool.is_object()) wrong_type(p, "an object", tool);
       const Fields tf(tool, p);
       const std::string type = required_string(tf, "type");
-      if (type != "function")
-        unsupported(p + ".type",
-                    fmt::format("Tools of type '{}' are not supported; use 'function'.", type));
+      if (type != "function") {
+        // Hosted tools (web_search, file_search, ...), namespaces and custom tools: nothing here
+        // runs them, so the model is not shown them; the response repeats them as given. (Codex
+        // CLI offers a web search and a namespace beside its function tools.)
+        echo.push_back(tool);
+        continue;
+      }
       const std::string name = required_string(tf, "name");
       if (name.empty()) invalid_value(p + ".name", "a tool needs a name.");
       if (auto [it, added] = first_with_name.emplace(name, i); !added)

@@ -346,9 +346,23 @@ TEST(ResponsesRequest, WrongInputIsA400NamingTheField) {
   expect_error(body({{"reasoning", "high"}}), "reasoning", "an object");
 }
 
+// Tools strata cannot run or show (hosted tools, namespaces, custom tools) stay out of the prompt
+// and are repeated in the response as given: Codex CLI offers them beside its functions.
+TEST(ResponsesRequest, ToolsOfOtherTypesAreLeftOutOfThePrompt) {
+  const OrderedJson web = {{"type", "web_search"}, {"external_web_access", false}};
+  const OrderedJson ns = {{"type", "namespace"}, {"name", "agents"}, {"tools", {kWeatherTool}}};
+  const ResponsesRequest r = parse(body({{"tools", {web, kWeatherTool, ns}}}));
+  ASSERT_EQ(r.chat.tools.size(), 1u);
+  EXPECT_EQ(r.chat.tools[0]["function"]["name"], "get_weather");
+  ASSERT_EQ(r.settings["tools"].size(), 3u);
+  EXPECT_EQ(r.settings["tools"][0], web);
+  EXPECT_EQ(r.settings["tools"][2], ns);
+  const ResponsesRequest none = parse(body({{"tools", {web}}}));
+  EXPECT_TRUE(none.chat.tools.is_null() || none.chat.tools.empty());
+}
+
 TEST(ResponsesRequest, ToolsAndToolChoiceErrors) {
   const OrderedJson tools = {kWeatherTool};
-  expect_error(body({{"tools", {{{"type", "web_search"}}}}}), "tools[0].type", "'web_search'");
   expect_error(body({{"tools", {{{"name", "f"}}}}}), "tools[0].type", "Missing");
   expect_error(body({{"tools", {{{"type", "function"}}}}}), "tools[0].name", "Missing");
   expect_error(body({{"tools", {{{"type", "function"}, {"name", ""}}}}}), "tools[0].name",
