@@ -17,7 +17,9 @@
 namespace strata::text::structured {
 
 struct JsonSchemaOptions {
-  int max_whitespace = 24;  // whitespace allowed between tokens, at most this many characters
+  // Whitespace allowed between tokens, at most this many characters: enough for "\n   " or ", ",
+  // and a small model cannot spend its budget on it.
+  int max_whitespace = 4;
   int ref_depth = 6;        // nested $refs followed before the recursion is cut
   int any_depth = 6;        // nesting of values a schema leaves free (e.g. json_object)
 };
