@@ -320,6 +320,16 @@ void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const
   cpu::edit_logits(x, ids, counts, biases, penalties);
 }
 
+void mask_logits(const Tensor& x, const Tensor& mask) {
+  const Device d = placement("mask_logits", {&x, &mask});
+  require_f32("mask_logits", x);
+  check(x.numel() > 0 && x.numel() == x.dim(-1), ErrorKind::kInternal, "mask_logits: x {} is not one row",
+        x.shape.str());
+  require_i32("mask_logits", mask, (x.numel() + 31) / 32);
+  STRATA_CUDA_DISPATCH("mask_logits", d, cuda::mask_logits(x, mask));
+  cpu::mask_logits(x, mask);
+}
+
 void zero(const Tensor& x) {
   const Device d = placement("zero", {&x});
   STRATA_CUDA_DISPATCH("zero", d, cuda::fill_zero(x.data, x.nbytes()));

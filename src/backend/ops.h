@@ -172,6 +172,10 @@ void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out);
 void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const Tensor& biases,
                  const LogitPenalties& penalties);
 
+// Structured output's token mask on one row x (F32 [V]) where it lies: the logit of every token
+// whose bit is clear in mask (I32 [ceil(V / 32)], bit i % 32 of word i / 32) becomes -inf.
+void mask_logits(const Tensor& x, const Tensor& mask);
+
 // x = 0.
 void zero(const Tensor& x);
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "backend/ops.h"
@@ -76,6 +77,9 @@ struct Engine::SlotTools {
   Sampler::LogitEdits edits;
   std::vector<int32_t> edit_words;  // the edits as uploaded: ids, counts, the biases' bits
   backend::Buffer edit_buffer;      // their device copy (grows, never shrinks)
+  // A constrained request's token mask and its device copy (allocated on first use).
+  std::vector<uint32_t> mask_words;
+  backend::Buffer mask_buffer;
 };
 
 struct Engine::Active {
@@ -371,6 +375,7 @@ void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, CacheTi
     // again (truncate). A step run ahead is dropped as if it had never run whenever the host does
     // not emit exactly the picked token next, so the tokens are those of the plain loop.
     r.may_run_ahead = r.pick_on_device && run_ahead && !r.sampler->edits_logits() &&
+                      request.constraint == nullptr &&
                       (request.controller == nullptr || r.seq->truncatable());
   } catch (...) {
     fail(r, std::current_exception());
@@ -560,6 +565,7 @@ void Engine::read_pick(Active& a) {
   a.feed.clear();
   // Emits one token; false when generation must end (cancelled, or the budget is spent).
   auto emit = [&](int32_t t) {
+    if (request.constraint) request.constraint->on_emitted(t);
     a.result.tokens.push_back(t);
     a.history.push_back(t);
     a.feed.push_back(t);
@@ -688,6 +694,7 @@ void Engine::resume_swapped() {
 void Engine::queue_pick(Active& a, int s) {
   SlotTools& t = *a.tools;
   const Tensor& logits = t.logits.view();
+  if (a.request().constraint) mask_on_device(a, logits);
   if (a.sampler->edits_logits()) edit_on_device(a, logits);
   const Tensor& token = t.tokens[s].view();
   if (a.request().sampling.temperature > 0.0f) {
@@ -716,7 +723,24 @@ int32_t Engine::host_pick(Active& a) {
     backend::copy(a.tools->logits.view(), logits_.view());
   }
   if (a.want_logprobs) log_softmax(logits, a.logprobs);  // before the sampler edits the logits
+  if (OutputConstraint* c = a.request().constraint) {
+    std::vector<uint32_t>& words = a.tools->mask_words;
+    words.resize(static_cast<size_t>((V + 31) / 32));
+    if (c->allowed(words))
+      for (size_t i = 0; i < V; ++i)
+        if (!((words[i >> 5] >> (i & 31)) & 1u)) logits[i] = -std::numeric_limits<float>::infinity();
+  }
   return a.sampler->sample(logits, a.history);
+}
+
+void Engine::mask_on_device(Active& a, const Tensor& logits) {
+  SlotTools& t = *a.tools;
+  const int64_t words = (model_->config().vocab_size + 31) / 32;
+  t.mask_words.resize(static_cast<size_t>(words));
+  if (!a.request().constraint->allowed(t.mask_words)) return;
+  if (t.mask_buffer.empty()) t.mask_buffer = backend::Buffer(model_->device(), DType::kI32, {words});
+  backend::copy_from_host(t.mask_words.data(), t.mask_buffer.view());
+  backend::mask_logits(logits, t.mask_buffer.view());
 }
 
 void Engine::edit_on_device(Active& a, const Tensor& logits) {

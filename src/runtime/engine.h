@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -93,6 +94,20 @@ class TokenController {
   }
 };
 
+// Which tokens may come next (structured output: a JSON schema, a grammar, a tool call's shape).
+// Before each pick the engine asks for the allowed tokens and sets every other logit to -inf
+// (where the logits lie: backend::mask_logits), so the pick is the sampler's own among them; it
+// then hands over every emitted token, sampled or injected. A constrained request never runs
+// ahead (its next mask depends on the token just picked). Called on the engine thread only.
+class OutputConstraint {
+ public:
+  virtual ~OutputConstraint() = default;
+  // One bit per token id (bit i % 32 of words[i / 32]; words.size() = ceil(vocab / 32)), 1 =
+  // allowed. false: nothing is constrained for this pick (words left unspecified).
+  virtual bool allowed(std::span<uint32_t> words) = 0;
+  virtual void on_emitted(int32_t token) = 0;
+};
+
 // The model's log-probability of a sampled token (log-softmax of its raw logits, before sampling
 // parameters), with the most likely alternatives.
 struct TokenLogprob {
@@ -107,6 +122,7 @@ struct GenerationRequest {
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;          // end-of-generation tokens (not included in the output)
   TokenController* controller = nullptr;  // optional; not owned
+  OutputConstraint* constraint = nullptr;  // optional; not owned
   // Log-probabilities: -1 off; 0..20 the sampled token's plus that many alternatives, passed to
   // on_logprob just before the token itself reaches the TokenCallback (injected tokens have none).
   int top_logprobs = -1;
@@ -240,6 +256,7 @@ class Engine {
   int32_t await_pick(Active& a, int s);
   int32_t host_pick(Active& a);
   void edit_on_device(Active& a, const Tensor& logits);
+  void mask_on_device(Active& a, const Tensor& logits);  // the request's OutputConstraint
   void finish(Active& a);
   void fail(Active& a, std::exception_ptr error);
 

@@ -28,7 +28,7 @@ bool ends_with_closed_block(std::string_view text, std::string_view close) {
 
 control::TaskSignals task_signals(const ChatCompletionRequest& request) {
   control::TaskSignals task;
-  task.response_format = request.response_format;
+  task.response_format = request.response_format.type;
   for (const auto& message : request.messages) {
     const std::string role = message.value("role", "");
     if (role == "system") {

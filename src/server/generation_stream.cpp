@@ -50,6 +50,10 @@ GenerationStream::GenerationStream(const text::Tokenizer& tokenizer,
     opening_ = std::make_unique<control::AnswerOpening>(std::move(*settings.opening), think_.get());
     request.controller = opening_.get();
   }
+  if (settings.constraint) {
+    constraint_ = std::make_unique<control::OutputConstraint>(std::move(*settings.constraint));
+    request.constraint = constraint_.get();
+  }
   if (top_logprobs_ >= 0) {
     request.top_logprobs = top_logprobs_;
     request.on_logprob = [this](const runtime::TokenLogprob& logprob) { on_logprob(logprob); };

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "control/answer_opening.h"
+#include "control/output_constraint.h"
 #include "control/stop_strings.h"
 #include "control/think_control.h"
 #include "server/generation_queue.h"
@@ -51,6 +52,8 @@ struct StreamSettings {
   std::unique_ptr<control::ThinkController> think;  // optional; becomes the request's controller
   // A forced answer opening (tool_choice "required" or named); wraps `think` as the controller.
   std::optional<control::OpeningSettings> opening;
+  // Structured output (response_format, the grammar field, tool calls): the request's constraint.
+  std::optional<control::ConstraintSettings> constraint;
 };
 
 class GenerationStream : public GenerationJob {
@@ -117,6 +120,7 @@ class GenerationStream : public GenerationJob {
   std::optional<text::chat::OutputParser> parser_;
   std::unique_ptr<control::ThinkController> think_;
   std::unique_ptr<control::AnswerOpening> opening_;  // wraps think_
+  std::unique_ptr<control::OutputConstraint> constraint_;  // engine thread
   bool calls_complete_ = false;  // the parser's max_tool_calls are all parsed: generation ends
   int top_logprobs_ = -1;
   std::vector<OutputLogprob> held_;  // entries of tokens whose text no delta has carried yet

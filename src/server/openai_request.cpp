@@ -282,22 +282,48 @@ std::optional<int64_t> parse_thinking_budget(const Fields& f) {
 
 }  // namespace
 
-void parse_response_format(const OrderedJson& format, const std::string& param,
-                           ChatCompletionRequest& r) {
-  if (!format.is_object()) wrong_type(param, "an object", format);
-  const auto type = Fields(format, param).string("type");
-  if (!type) missing_field(param + ".type");
-  if (*type == "text") {
-    r.response_format = *type;
-    return;
-  }
-  if (*type == "json_object" || *type == "json_schema")
-    unsupported(param,
-                fmt::format("{} '{}' is not supported yet: strata has no structured "
-                            "(constrained) output. Use 'text' and ask for JSON in the prompt.",
-                            param, *type));
-  invalid_value(param + ".type",
-                fmt::format("expected 'text', 'json_object' or 'json_schema', got '{}'.", *type));
+ResponseFormat parse_response_format(const OrderedJson& value, const std::string& param) {
+  if (!value.is_object()) wrong_type(param, "an object", value);
+  const Fields f(value, param);
+  ResponseFormat r;
+  r.param = param;
+  const auto type = f.string("type");
+  if (!type)
+    bad_request(param + ".type", fmt::format("Missing required parameter: '{}.type'.", param));
+  r.type = *type;
+  if (r.type == "text" || r.type == "json_object") return r;
+  if (r.type != "json_schema")
+    invalid_value(param + ".type",
+                  fmt::format("expected 'text', 'json_object' or 'json_schema', got '{}'.", r.type));
+  // Chat nests the schema under json_schema; the Responses API puts it beside the type.
+  const OrderedJson* nested = f.object("json_schema");
+  const std::string at = nested != nullptr ? param + ".json_schema" : param;
+  const Fields js(nested != nullptr ? *nested : value, at);
+  if (auto name = js.string("name")) r.name = *name;
+  r.strict = js.boolean("strict").value_or(false);
+  const OrderedJson* schema = js.get("schema");
+  if (schema == nullptr)
+    bad_request(at + ".schema", fmt::format("Missing required parameter: '{}.schema'.", at));
+  if (!schema->is_object() && !schema->is_boolean())
+    wrong_type(at + ".schema", "an object", *schema);
+  r.schema = *schema;
+  return r;
+}
+
+ResponseFormat parse_strata_grammar(const OrderedJson& value, const std::string& param) {
+  if (!value.is_object()) wrong_type(param, "an object", value);
+  const Fields f(value, param);
+  const auto type = f.string("type").value_or("regex");
+  if (type != "regex")
+    invalid_value(param + ".type", fmt::format("expected 'regex', got '{}'.", type));
+  const auto pattern = f.string("pattern");
+  if (!pattern)
+    bad_request(param + ".pattern", fmt::format("Missing required parameter: '{}.pattern'.", param));
+  ResponseFormat r;
+  r.param = param;
+  r.type = "regex";
+  r.pattern = *pattern;
+  return r;
 }
 
 OrderedJson parse_body(std::string_view body) {
@@ -319,8 +345,13 @@ ChatCompletionRequest parse_chat_request(const OrderedJson& body) {
   r.tools = parse_tools(f);
   parse_tool_choice(f, r);
   r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
-  if (const OrderedJson* format = f.object("response_format"))
-    parse_response_format(*format, "response_format", r);
+  if (const OrderedJson* v = f.object("response_format"))
+    r.response_format = parse_response_format(*v, "response_format");
+  if (const OrderedJson* v = f.object("strata_grammar")) {
+    if (r.response_format.constrained())
+      invalid_value("strata_grammar", "give either 'strata_grammar' or a JSON response_format.");
+    r.response_format = parse_strata_grammar(*v, "strata_grammar");
+  }
   const bool logprobs = f.boolean("logprobs").value_or(false);
   const auto top_logprobs = f.integer("top_logprobs", 0, 20);
   if (top_logprobs && !logprobs)

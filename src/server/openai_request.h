@@ -50,6 +50,28 @@ struct GenerationOptions {
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
 
+// The shape an answer must take (structured output), as every route that maps onto chat gives it:
+// chat's response_format, the Responses API's text.format, the grammar extension field.
+struct ResponseFormat {
+  std::string type;  // "" (absent), "text", "json_object", "json_schema", "regex" (strata_grammar)
+  std::string name;  // json_schema's name
+  OrderedJson schema = nullptr;  // json_schema's schema
+  bool strict = false;
+  std::string pattern;  // "regex": the pattern the whole answer must match
+  std::string param;    // the field it came in ("response_format", "text.format", "strata_grammar")
+  bool constrained() const { return type == "json_object" || type == "json_schema" || type == "regex"; }
+};
+
+// A response_format object at `param` (e.g. "response_format", "text.format"): {"type": "text"},
+// {"type": "json_object"}, or {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}
+// (chat's shape) or with name, schema and strict beside the type (the Responses API's shape).
+// Throws ApiError(400) naming the field. The schema is compiled later, against the model
+// (Server: an unsupported keyword is a 400 then).
+ResponseFormat parse_response_format(const OrderedJson& value, const std::string& param);
+// The grammar extension field: {"type": "regex", "pattern": "..."} (the whole answer matches the
+// pattern; the regex subset of text/structured/regex_grammar.h).
+ResponseFormat parse_strata_grammar(const OrderedJson& value, const std::string& param);
+
 struct ChatCompletionRequest {
   GenerationOptions options;
   OrderedJson messages = OrderedJson::array();  // shape checked; "developer" read as "system"
@@ -59,7 +81,7 @@ struct ChatCompletionRequest {
   bool parallel_tool_calls = true;
   OrderedJson chat_template_kwargs = OrderedJson::object();
   std::optional<std::string> reasoning_effort;
-  std::string response_format;  // its type ("text"), or "" when absent
+  ResponseFormat response_format;  // response_format, or strata_grammar as type "regex"
   // Thinking budget in tokens (max_thinking_tokens, or its aliases thinking_budget and
   // reasoning.max_tokens); absent: the server's configured default.
   std::optional<int64_t> max_thinking_tokens;
@@ -84,11 +106,5 @@ OrderedJson parse_body(std::string_view body);
 ChatCompletionRequest parse_chat_request(const OrderedJson& body);
 CompletionRequest parse_completion_request(const OrderedJson& body);
 
-// The answer's format, checked and set on the request: chat's response_format object, and the
-// Responses API's text.format put in chat's shape ({type, json_schema: {name, schema, strict}}),
-// so that both APIs take one path. `param` names the field in errors. json_object and
-// json_schema are a 400 for now (no constrained output yet).
-void parse_response_format(const OrderedJson& format, const std::string& param,
-                           ChatCompletionRequest& r);
 
 }  // namespace strata::server

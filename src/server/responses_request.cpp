@@ -409,21 +409,15 @@ void parse_reasoning(const Fields& f, int64_t server_budget, ResponsesRequest& r
   r.settings["reasoning"] = std::move(echo);
 }
 
-// text.format in chat's response_format shape, checked by chat's own code; verbosity is a hint
-// strata accepts and repeats.
+// text.format, checked by chat's own code (which reads its flat shape); verbosity is a hint strata
+// accepts and repeats.
 void parse_text(const Fields& f, ResponsesRequest& r) {
   OrderedJson echo = {{"format", {{"type", "text"}}}};
   if (const OrderedJson* text = f.object("text")) {
     const Fields tf(*text, "text");
     if (const OrderedJson* format = tf.object("format")) {
-      OrderedJson chat_format = *format;
-      if (auto type = format->find("type"); type != format->end() && *type == "json_schema") {
-        OrderedJson schema = OrderedJson::object();
-        for (const char* key : {"name", "description", "schema", "strict"})
-          if (auto it = format->find(key); it != format->end()) schema[key] = *it;
-        chat_format = {{"type", "json_schema"}, {"json_schema", std::move(schema)}};
-      }
-      parse_response_format(chat_format, "text.format", r.chat);
+      // parse_response_format reads the flat shape too (the schema beside the type).
+      r.chat.response_format = parse_response_format(*format, "text.format");
       echo["format"] = *format;
     }
     if (auto verbosity = tf.string("verbosity")) {

@@ -26,6 +26,9 @@
 #include "server/responses_request.h"
 #include "server/responses_response.h"
 #include "server/responses_store.h"
+#include "text/structured/json_schema.h"
+#include "text/structured/regex_grammar.h"
+#include "text/structured/tool_call_grammar.h"
 
 namespace strata::server {
 namespace {
@@ -110,6 +113,7 @@ struct Server::Impl {
   GenerationQueue queue;
   Metrics metrics;
   ResponseStore responses_store;  // /v1/responses with store: true
+  control::ConstraintCache constraints;  // compiled structured-output constraints, by schema
   std::vector<int32_t> eos_ids;
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   const int64_t created = unix_time_now();
@@ -120,7 +124,8 @@ struct Server::Impl {
         http(http_options(options)),
         queue(m.engine, options.max_concurrency),
         responses_store(static_cast<size_t>(options.settings.responses_store),
-                        static_cast<size_t>(options.settings.responses_store_mib) << 20) {
+                        static_cast<size_t>(options.settings.responses_store_mib) << 20),
+        constraints(m.tokenizer) {
     eos_ids = model.tokenizer.eos_ids();
     for (int32_t id : model.engine.model().config().eos_token_ids)
       if (std::find(eos_ids.begin(), eos_ids.end(), id) == eos_ids.end()) eos_ids.push_back(id);
@@ -486,6 +491,67 @@ struct Server::Impl {
     return s;
   }
 
+  // The structured output a chat asks for, compiled against this model's vocabulary (cached by
+  // schema): the answer's shape (response_format, strata_grammar), or, with tools offered and a
+  // template whose calls strata can constrain, the shape of each tool call. nullopt: none.
+  // An unsupported or malformed schema is a 400 naming the field.
+  std::optional<control::ConstraintSettings> output_constraint(
+      const ChatCompletionRequest& r, const OrderedJson& tools, const text::chat::ParserConfig& parser,
+      const std::vector<int32_t>& end_ids) {
+    namespace st = text::structured;
+    control::ConstraintSettings s;
+    const ResponseFormat& f = r.response_format;
+    const std::string param =
+        !f.param.empty() ? f.param : f.type == "regex" ? "strata_grammar" : "response_format";
+    try {
+      if (f.type == "json_object") {
+        s.answer = constraints.get("json_object", [] { return st::any_json_object(); });
+      } else if (f.type == "json_schema") {
+        s.answer = constraints.get("json_schema " + f.schema.dump(),
+                                   [&] { return st::compile_json_schema(f.schema); });
+      } else if (f.type == "regex") {
+        s.answer = constraints.get("regex " + f.pattern, [&] {
+          st::Grammar g;
+          g.set_root(st::compile_regex(g, f.pattern, st::RegexMode::kRaw));
+          return g;
+        });
+      }
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kInvalidInput && e.kind() != ErrorKind::kUnsupported) throw;
+      bad_request(param,
+                  f.type == "regex"
+                      ? fmt::format("Invalid grammar in 'strata_grammar': {}.", e.what())
+                      : fmt::format("Invalid schema for {} '{}': {}.", param,
+                                    f.name.empty() ? f.type : f.name, e.what()),
+                  "invalid_json_schema");
+    }
+    using text::chat::ToolCallFormat;
+    if (!s.answer && !tools.is_null() &&
+        (parser.tool_format == ToolCallFormat::kHermes ||
+         parser.tool_format == ToolCallFormat::kQwen3Xml)) {
+      const auto syntax = parser.tool_format == ToolCallFormat::kHermes
+                              ? st::ToolCallSyntax::kHermes
+                              : st::ToolCallSyntax::kQwenXml;
+      try {
+        s.tool_call = constraints.get(
+            fmt::format("tools {} {}", static_cast<int>(syntax), tools.dump()),
+            [&] { return st::tool_call_grammar(tools, syntax); });
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kInvalidInput && e.kind() != ErrorKind::kUnsupported) throw;
+        bad_request("tools", fmt::format("Invalid tool parameters schema: {}.", e.what()),
+                    "invalid_json_schema");
+      }
+      s.call_open = "<tool_call>";
+      s.call_open_id = model.tokenizer.token_id(s.call_open).value_or(-1);
+      s.single_call = !r.parallel_tool_calls;
+    }
+    if (!s.answer && !s.tool_call) return std::nullopt;
+    s.end_ids = end_ids;
+    s.starts_in_reasoning = parser.parse_reasoning && parser.starts_in_reasoning;
+    s.think_close = model.tokenizer.token_id(parser.reasoning_tags.close).value_or(-1);
+    return s;
+  }
+
   text::chat::RenderedPrompt render(const ChatCompletionRequest& r) const {
     text::chat::ChatRequest chat;
     chat.messages = r.messages;
@@ -793,6 +859,7 @@ struct Server::Impl {
       if (r.max_tokens_caps_all_output)
         choice.max_tokens = std::min(choice.max_tokens, g.max_tokens);
       if (opening) settings.opening = opening_settings(*opening, *settings.parser);
+      settings.constraint = output_constraint(r, tools, *settings.parser, choice.stop_ids);
       jobs.push_back(submit(std::move(admissions[static_cast<size_t>(i)]), std::move(choice),
                             r.options, std::move(settings)));
     }

@@ -153,6 +153,10 @@ bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < vocab_size() && (parts_->flags[id] & kSpecial);
 }
 
+bool Tokenizer::has_token(int32_t id) const {
+  return id >= 0 && id < vocab_size() && (parts_->flags[id] & kExists);
+}
+
 std::optional<int32_t> Tokenizer::bos_id() const { return parts_->bos_id; }
 std::vector<int32_t> Tokenizer::eos_ids() const { return parts_->eos_ids; }
 bool Tokenizer::adds_bos() const { return parts_->adds_bos; }

@@ -51,6 +51,7 @@ class Tokenizer {
   std::optional<int32_t> token_id(std::string_view token) const;  // exact piece or added token
   std::string id_to_piece(int32_t id) const;  // the raw piece; throws kInvalidInput out of range
   bool is_special(int32_t id) const;
+  bool has_token(int32_t id) const;  // whether the id names a token (vocabularies may have holes)
 
   std::optional<int32_t> bos_id() const;
   std::vector<int32_t> eos_ids() const;      // every id that ends generation

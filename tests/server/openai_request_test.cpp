@@ -186,14 +186,35 @@ TEST(OpenAiRequest, NChoicesFromOneTo128) {
   EXPECT_EQ(parse_chat_request(chat()).options.n, 1);
 }
 
-TEST(OpenAiRequest, WhatStrataCannotDoYetIsRefusedNotIgnored) {
-  expect_400(chat({{"response_format", {{"type", "json_object"}}}}), "response_format",
-             "unsupported_parameter", "not supported yet");
+TEST(OpenAiRequest, ResponseFormatsAreParsedInChatsAndResponsesShapes) {
+  EXPECT_EQ(parse_chat_request(chat({{"response_format", {{"type", "json_object"}}}}))
+                .response_format.type,
+            "json_object");
+  const OrderedJson schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}};
+  const ResponseFormat nested =
+      parse_chat_request(chat({{"response_format",
+                                {{"type", "json_schema"},
+                                 {"json_schema", {{"name", "x"}, {"schema", schema}, {"strict", true}}}}}}))
+          .response_format;
+  EXPECT_EQ(nested.type, "json_schema");
+  EXPECT_EQ(nested.name, "x");
+  EXPECT_TRUE(nested.strict);
+  EXPECT_EQ(nested.schema, schema);
+  // The Responses API's text.format: the schema beside the type.
+  const ResponseFormat flat = parse_response_format(
+      {{"type", "json_schema"}, {"name", "y"}, {"schema", schema}}, "text.format");
+  EXPECT_EQ(flat.name, "y");
+  EXPECT_EQ(flat.schema, schema);
   expect_400(
       chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}}),
-      "response_format", "unsupported_parameter");
+      "response_format.json_schema.schema", "");
   expect_400(chat({{"response_format", {{"type", "yaml"}}}}), "response_format.type",
              "invalid_value");
+  EXPECT_EQ(parse_chat_request(chat({{"strata_grammar", {{"pattern", "[ab]+"}}}}))
+                .response_format.pattern,
+            "[ab]+");
+  expect_400(chat({{"strata_grammar", {{"type", "gbnf"}, {"pattern", "x"}}}}),
+             "strata_grammar.type", "invalid_value");
 }
 
 TEST(OpenAiRequest, LogprobsAsOpenAiAllowsThem) {
@@ -222,8 +243,9 @@ TEST(OpenAiRequest, ThinkingBudgetUnderItsThreeNames) {
   expect_400(chat({{"thinking_budget", -1}}), "thinking_budget", "invalid_value");
   expect_400(chat({{"reasoning", {{"max_tokens", true}}}}), "reasoning.max_tokens", "invalid_type");
   expect_400(chat({{"reasoning", "high"}}), "reasoning", "invalid_type");
-  EXPECT_EQ(parse_chat_request(chat({{"response_format", {{"type", "text"}}}})).response_format,
-            "text");
+  EXPECT_EQ(
+      parse_chat_request(chat({{"response_format", {{"type", "text"}}}})).response_format.type,
+      "text");
 }
 
 TEST(OpenAiRequest, CompletionPromptForms) {

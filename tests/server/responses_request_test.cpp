@@ -67,7 +67,7 @@ TEST(ResponsesRequest, AStringInputIsOneUserMessageAndTheSettingsHaveOpenAisDefa
   EXPECT_TRUE(r.store);
   EXPECT_EQ(r.previous_response_id, "");
   EXPECT_FALSE(r.chat.chat_template_kwargs.contains("enable_thinking"));
-  EXPECT_EQ(r.chat.response_format, "");
+  EXPECT_EQ(r.chat.response_format.type, "");
   EXPECT_EQ(r.settings, OrderedJson::parse(R"({"instructions": null, "max_output_tokens": null,
     "parallel_tool_calls": true, "previous_response_id": null,
     "reasoning": {"effort": null, "summary": null}, "store": true, "temperature": 1.0,
@@ -263,17 +263,25 @@ TEST(ResponsesRequest, ReasoningEffortTurnsThinkingOffOrOnWithAScaledBudget) {
 TEST(ResponsesRequest, TextFormatTakesTheChatResponseFormatPath) {
   const ResponsesRequest r =
       parse(body({{"text", {{"format", {{"type", "text"}}}, {"verbosity", "low"}}}}));
-  EXPECT_EQ(r.chat.response_format, "text");
+  EXPECT_EQ(r.chat.response_format.type, "text");
   EXPECT_EQ(r.settings["text"],
             OrderedJson({{"format", {{"type", "text"}}}, {"verbosity", "low"}}));
-  // json_object and json_schema are refused as chat refuses them, naming text.format.
-  expect_error(body({{"text", {{"format", {{"type", "json_object"}}}}}}), "text.format",
-               "not supported yet");
-  expect_error(
-      body({{"text",
-             {{"format",
-               {{"type", "json_schema"}, {"name", "x"}, {"schema", {{"type", "object"}}}}}}}}),
-      "text.format", "'json_schema' is not supported yet");
+  // json_object, and json_schema in the Responses API's flat shape, as chat's response_format.
+  EXPECT_EQ(parse(body({{"text", {{"format", {{"type", "json_object"}}}}}})).chat.response_format.type,
+            "json_object");
+  const ResponseFormat schema =
+      parse(body({{"text",
+                   {{"format",
+                     {{"type", "json_schema"}, {"name", "x"}, {"strict", true},
+                      {"schema", {{"type", "object"}}}}}}}}))
+          .chat.response_format;
+  EXPECT_EQ(schema.type, "json_schema");
+  EXPECT_EQ(schema.name, "x");
+  EXPECT_TRUE(schema.strict);
+  EXPECT_EQ(schema.schema, OrderedJson({{"type", "object"}}));
+  EXPECT_EQ(schema.param, "text.format");
+  expect_error(body({{"text", {{"format", {{"type", "json_schema"}, {"name", "x"}}}}}}),
+               "text.format.schema", "Missing required");
   expect_error(body({{"text", {{"format", {{"type", "yaml"}}}}}}), "text.format.type", "yaml");
   expect_error(body({{"text", {{"format", OrderedJson::object()}}}}), "text.format.type",
                "Missing required parameter");

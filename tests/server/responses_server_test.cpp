@@ -427,13 +427,18 @@ TEST(ResponsesServer, ErrorsAreInOpenAisShape) {
                       "input");
   expect_openai_error(s.post("/v1/responses", response_body("Hi", {{"model", "gpt-9"}})), 404,
                       "does not exist", "model");
-  // text.format takes chat's response_format path: refused alike for now.
+  // text.format takes chat's response_format path: a schema strata cannot compile is a 400
+  // naming the field each API gave it in.
+  const Json unsupported = {{"type", "object"}, {"patternProperties", {{"^a", {{"type", "string"}}}}}};
   const HttpResult format = s.post(
-      "/v1/responses", response_body("Hi", {{"text", {{"format", {{"type", "json_object"}}}}}}));
-  expect_openai_error(format, 400, "not supported yet", "text.format");
+      "/v1/responses",
+      response_body("Hi", {{"text", {{"format", {{"type", "json_schema"}, {"name", "x"}, {"schema", unsupported}}}}}}));
+  expect_openai_error(format, 400, "patternProperties", "text.format");
   const HttpResult chat_format = s.post(
-      "/v1/chat/completions", chat_body("Hi", {{"response_format", {{"type", "json_object"}}}}));
-  expect_openai_error(chat_format, 400, "not supported yet", "response_format");
+      "/v1/chat/completions",
+      chat_body("Hi", {{"response_format",
+                        {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", unsupported}}}}}}));
+  expect_openai_error(chat_format, 400, "patternProperties", "response_format");
   const HttpResult bad_json = test::http_request(s.port(), "POST", "/v1/responses", "{");
   EXPECT_EQ(bad_json.status, 400);
   EXPECT_TRUE(Json::parse(bad_json.body).contains("error"));

@@ -215,7 +215,7 @@ TEST(ServerThinkControl, MaxTokensCountsOnlyAnswerTokens) {
 
 TEST(ServerThinkControl, TaskSignalsComeFromTheMessages) {
   server::ChatCompletionRequest r;
-  r.response_format = "text";
+  r.response_format.type = "text";
   r.messages = server::OrderedJson::parse(R"([
       {"role": "system", "content": "Be brief."},
       {"role": "user", "content": "old question"},

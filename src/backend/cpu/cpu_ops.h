@@ -35,6 +35,7 @@ void add(const Tensor& a, const Tensor& b);
 void store_rows(const Tensor& src, std::span<const int32_t> positions, const Tensor& dst);
 void argmax(const Tensor& x, const Tensor& out);
 void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out);
+void mask_logits(const Tensor& x, const Tensor& mask);
 void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const Tensor& biases,
                  const LogitPenalties& penalties);
 

@@ -147,6 +147,13 @@ void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const
   }
 }
 
+void mask_logits(const Tensor& x, const Tensor& mask) {
+  float* row = x.as<float>();
+  const uint32_t* bits = mask.as<const uint32_t>();
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (!((bits[i >> 5] >> (i & 31)) & 1u)) row[i] = -std::numeric_limits<float>::infinity();
+}
+
 void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) {
   const int64_t n = x.numel();
   const float* px = x.as<const float>();

@@ -434,7 +434,21 @@ __global__ void edit_logits_kernel(float* __restrict__ x, const int32_t* __restr
   if (i < n) x[ids[i]] = edited_logit(x[ids[i]], biases[i], counts[i], penalties);
 }
 
+// One thread a token: structured output's mask (a clear bit: the token may not come next).
+__global__ void mask_logits_kernel(float* __restrict__ x, const uint32_t* __restrict__ mask, int64_t n) {
+  wait_for_inputs();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n && !((mask[i >> 5] >> (i & 31)) & 1u)) x[i] = -INFINITY;
+}
+
 }  // namespace
+
+void mask_logits(const Tensor& x, const Tensor& mask) {
+  const int64_t n = x.numel();
+  constexpr int threads = 256;
+  launch(mask_logits_kernel, static_cast<unsigned>((n + threads - 1) / threads), threads, 0, x.as<float>(),
+         mask.as<const uint32_t>(), n);
+}
 
 void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const Tensor& biases,
                  const LogitPenalties& penalties) {

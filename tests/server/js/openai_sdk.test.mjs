@@ -194,7 +194,33 @@ test('errors arrive as the SDK error classes', async () => {
     return true;
   });
   await assert.rejects(
-    client.chat.completions.create({ model: modelId, messages, response_format: { type: 'json_object' } }),
-    (e) => e instanceof OpenAI.BadRequestError && /not supported yet/.test(e.message),
+    client.chat.completions.create({
+      model: modelId,
+      messages,
+      response_format: { type: 'json_schema', json_schema: { name: 'bad', schema: { type: 'array', uniqueItems: true } } },
+    }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format' && /uniqueItems/.test(e.message),
   );
+});
+
+test('json_schema response_format: the answer parses and fits the schema', async () => {
+  const schema = {
+    type: 'object',
+    properties: { answer: { enum: ['yes', 'no'] }, count: { type: 'integer', minimum: 0, maximum: 9 } },
+    required: ['answer', 'count'],
+    additionalProperties: false,
+  };
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({
+      model: modelId,
+      messages,
+      max_tokens: 64,
+      seed,
+      response_format: { type: 'json_schema', json_schema: { name: 'verdict', strict: true, schema } },
+    });
+    const value = JSON.parse(r.choices[0].message.content);
+    assert.ok(['yes', 'no'].includes(value.answer), r.choices[0].message.content);
+    assert.ok(Number.isInteger(value.count) && value.count >= 0 && value.count <= 9);
+    assert.deepEqual(Object.keys(value), ['answer', 'count']);
+  }
 });

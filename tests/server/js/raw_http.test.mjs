@@ -59,7 +59,7 @@ test('wrong types and values are 400 naming the field', async () => {
     param: 'max_thinking_tokens',
   });
   assertError(await post(open, '/v1/chat/completions', chat({ response_format: { type: 'json_schema' } })), 400, {
-    param: 'response_format',
+    param: 'response_format.schema',
   });
   assertError(await post(open, '/v1/chat/completions', chat({ tools: [{ type: 'function', function: {} }] })), 400, {
     param: 'tools[0].function.name',

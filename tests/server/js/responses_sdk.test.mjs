@@ -254,8 +254,8 @@ test('errors surface as the SDK\'s typed errors', async () => {
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'temperature',
   );
   await assert.rejects(
-    client.responses.create(params(byName.arithmetic, { text: { format: { type: 'json_schema', name: 'x', schema: { type: 'object' } } } })),
-    (e) => e instanceof OpenAI.BadRequestError && e.param === 'text.format',
+    client.responses.create(params(byName.arithmetic, { text: { format: { type: 'json_schema', name: 'x', schema: { type: 'object', patternProperties: { '^a': { type: 'string' } } } } } })),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'text.format' && /patternProperties/.test(e.message),
   );
   await assert.rejects(
     client.responses.create({ model, input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x/y.png' }] }] }),

@@ -1,0 +1,134 @@
+// The answer's and tool calls' constraints in the token stream.
+#include "control/output_constraint.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+#include "text/structured/automaton.h"
+
+namespace strata::control {
+
+namespace st = text::structured;
+
+OutputConstraint::OutputConstraint(ConstraintSettings settings) : s_(std::move(settings)) {
+  if (s_.starts_in_reasoning && s_.think_close >= 0) {
+    phase_ = Phase::kReasoning;
+  } else {
+    phase_ = Phase::kFree;
+    after_reasoning();
+  }
+}
+
+void OutputConstraint::after_reasoning() {
+  phase_ = Phase::kFree;
+  if (s_.answer) {
+    matcher_.emplace(s_.answer);
+    phase_ = Phase::kAnswer;
+  }
+}
+
+void OutputConstraint::open_call(std::string_view rest) {
+  matcher_.emplace(s_.tool_call);
+  phase_ = Phase::kCall;
+  window_.clear();
+  if (!rest.empty() && !matcher_->advance(rest)) {
+    log::warn("structured output: a tool call's opening broke its grammar; the call is free");
+    phase_ = Phase::kBroken;
+  }
+}
+
+void OutputConstraint::set_ends(std::span<uint32_t> words) const {
+  for (int32_t id : s_.end_ids)
+    if (id >= 0 && static_cast<size_t>(id) / 32 < words.size()) words[id / 32] |= 1u << (id % 32);
+}
+
+bool OutputConstraint::allowed(std::span<uint32_t> words) {
+  switch (phase_) {
+    case Phase::kAnswer:
+      matcher_->mask(words);
+      if (matcher_->accepts()) set_ends(words);
+      return true;
+    case Phase::kCall:
+      matcher_->mask(words);
+      return true;
+    case Phase::kDone:
+      std::fill(words.begin(), words.end(), 0u);
+      set_ends(words);
+      return true;
+    default:
+      return false;
+  }
+}
+
+void OutputConstraint::on_emitted(int32_t token) {
+  switch (phase_) {
+    case Phase::kReasoning:
+      if (token == s_.think_close) after_reasoning();
+      return;
+    case Phase::kAnswer:
+      if (!matcher_->advance(token)) {
+        log::warn("structured output: token {} broke the answer's constraint; the rest is free",
+                  token);
+        phase_ = Phase::kBroken;
+      }
+      return;
+    case Phase::kCall:
+      if (!matcher_->advance(token)) {
+        log::warn("structured output: token {} broke a tool call's constraint", token);
+        phase_ = Phase::kBroken;
+      } else if (matcher_->finished()) {
+        phase_ = s_.single_call ? Phase::kDone : Phase::kFree;
+      }
+      return;
+    case Phase::kFree: {
+      if (!s_.tool_call) return;
+      if (token == s_.call_open_id) {
+        open_call({});
+        return;
+      }
+      const st::Vocabulary& v = s_.tool_call->vocabulary();
+      if (token < 0 || static_cast<size_t>(token) >= v.size()) return;
+      const std::string& bytes = v.bytes(token);
+      for (size_t i = 0; i < bytes.size(); ++i) {
+        window_.push_back(bytes[i]);
+        if (window_.size() > s_.call_open.size()) window_.erase(0, window_.size() - s_.call_open.size());
+        if (window_ == s_.call_open) {
+          open_call(std::string_view(bytes).substr(i + 1));
+          return;
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+ConstraintCache::ConstraintCache(const text::Tokenizer& tokenizer, size_t capacity)
+    : tokenizer_(tokenizer), capacity_(capacity) {}
+
+std::shared_ptr<const st::Vocabulary> ConstraintCache::vocabulary() {
+  std::lock_guard lock(mutex_);
+  if (!vocabulary_) vocabulary_ = st::Vocabulary::from_tokenizer(tokenizer_);
+  return vocabulary_;
+}
+
+std::shared_ptr<st::TokenConstraint> ConstraintCache::get(
+    const std::string& key, const std::function<st::Grammar()>& build) {
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = recent_.begin(); it != recent_.end(); ++it)
+      if (it->first == key) {
+        recent_.splice(recent_.begin(), recent_, it);
+        return it->second;
+      }
+  }
+  // Compiled outside the lock (a schema may take a while); two racing requests compile twice.
+  auto compiled = std::make_shared<st::TokenConstraint>(build(), vocabulary());
+  std::lock_guard lock(mutex_);
+  recent_.emplace_front(key, compiled);
+  if (recent_.size() > capacity_) recent_.pop_back();
+  return compiled;
+}
+
+}  // namespace strata::control
