@@ -152,6 +152,30 @@ TEST_F(CudaElementwise, AddBiasMatchesCpu) {
   }
 }
 
+// Structured output's token mask: every logit whose bit is clear becomes -inf, the rest keep their
+// bits, on a vocabulary that is not a multiple of 32 and with the row at an unaligned address.
+TEST_F(CudaElementwise, MaskLogitsMatchesCpu) {
+  for (int64_t V : {int64_t{37}, int64_t{248320 + 5}}) {
+    for (size_t offset : {0, 4}) {
+      const HostTensor x = random_tensor({V}, 8);
+      HostTensor mask(DType::kI32, {(V + 31) / 32});
+      std::mt19937 rng(static_cast<uint32_t>(V + offset));
+      for (int64_t i = 0; i < mask.numel(); ++i) mask.as<int32_t>()[i] = static_cast<int32_t>(rng());
+      mask.as<int32_t>()[0] = 0;   // a word with nothing allowed
+      mask.as<int32_t>()[mask.numel() - 1] = -1;  // and one with all (bits past V unused)
+      HostTensor ref = random_tensor({V}, 8);
+      backend::cpu::mask_logits(ref, mask);
+      int64_t masked = 0;
+      for (int64_t i = 0; i < V; ++i) masked += std::isinf(ref.as<float>()[i]) ? 1 : 0;
+      ASSERT_GT(masked, 0);
+      ASSERT_LT(masked, V);
+      const DeviceCopy dx = to_device(x, offset), dm = to_device(mask);
+      backend::mask_logits(dx.view, dm.view);
+      expect_equal_bytes(backend::to_host(dx.view), ref, "V " + std::to_string(V));
+    }
+  }
+}
+
 TEST_F(CudaElementwise, BinaryOpsMatchCpu) {
   for (int64_t n : {1, 3, 4, 4099, 100003, 1 << 20}) {
     for (size_t offset : {0, 4}) {
