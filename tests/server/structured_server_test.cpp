@@ -86,12 +86,13 @@ TEST(StructuredServer, BadSchemasAreA400InOpenAisShape) {
     EXPECT_EQ(e["param"], c.param) << r.body;
     EXPECT_NE(e["message"].get<std::string>().find(c.mention), std::string::npos) << r.body;
   }
-  // A tool whose parameters cannot be compiled: named in the error too.
+  // A tool whose parameters cannot be compiled is no error: tools are the client's, not a format
+  // it asked for (agents offer tools with schemas past what compiles), so its calls are
+  // constrained to its name with free arguments (ToolCallGrammar tests) and the request is served.
   const Json tools = {{{"type", "function"},
                        {"function", {{"name", "f"}, {"parameters", {{"type", "object"}, {"not", Json::object()}}}}}}};
   const HttpResult r = s.post("/v1/chat/completions", chat_body("x", {{"tools", tools}}));
-  ASSERT_EQ(r.status, 400) << r.body;
-  EXPECT_EQ(Json::parse(r.body)["error"]["param"], "tools");
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "text/structured/regex_grammar.h"
 
 namespace strata::text::structured {
@@ -86,6 +87,15 @@ Rule xml_call(Grammar& g, const std::string& name, const OJ& params, const JsonS
   return g.sequence(std::move(items));
 }
 
+// A call in the XML syntax whose parameters are free: any names, raw values without '<'.
+Rule free_xml_call(Grammar& g, const std::string& name) {
+  const Rule one = g.sequence({ref(g.literal("<parameter=")), ref(compile_regex(g, "[A-Za-z0-9_.\\-]+", RegexMode::kRaw)),
+                               ref(g.literal(">\n")), ref(compile_regex(g, "[^<]*", RegexMode::kRaw)),
+                               ref(g.literal("\n</parameter>\n"))});
+  return g.sequence({ref(g.literal("\n<function=" + name + ">\n")), ref(g.repeat(one, 0, -1)),
+                     ref(g.literal("</function>\n</tool_call>"))});
+}
+
 Rule hermes_call(Grammar& g, const std::string& name, const OJ& params, Rule ws,
                  const JsonSchemaOptions& o) {
   static const OJ kAnyObject = {{"type", "object"}};
@@ -114,7 +124,13 @@ Grammar tool_call_grammar(const OJ& tools, ToolCallSyntax syntax, const JsonSche
       calls.push_back(syntax == ToolCallSyntax::kQwenXml ? xml_call(g, name, params, o)
                                                          : hermes_call(g, name, params, ws, o));
     } catch (const Error& e) {
-      throw Error(e.kind(), fmt::format("tool '{}' parameters: {}", name, e.what()));
+      if (e.kind() != ErrorKind::kUnsupported && e.kind() != ErrorKind::kInvalidInput) throw;
+      // A schema this cannot compile (an agent's tool with a 512K maxLength, a keyword not
+      // supported) still gets calls that name the tool and parse: its arguments are left free.
+      // The rules its failed compile added are unreachable.
+      log::debug("tool '{}': arguments left free in constrained calls: {}", name, e.what());
+      calls.push_back(syntax == ToolCallSyntax::kQwenXml ? free_xml_call(g, name)
+                                                         : hermes_call(g, name, OJ(nullptr), ws, o));
     }
   }
   g.set_root(calls.size() == 1 ? calls[0] : g.choice(calls));
