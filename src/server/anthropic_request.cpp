@@ -387,6 +387,11 @@ ChatCompletionRequest parse_messages_request(const OrderedJson& body, MessagesRo
   r.tools = parse_tools(f);
   parse_tool_choice(f, r);
   parse_thinking(f, route, r);
+  // Anthropic's structured outputs: output_format {"type": "json_schema", "schema"} (the schema
+  // beside the type, which parse_response_format reads), constraining the answer as chat's
+  // response_format does.
+  if (const OrderedJson* format = f.object("output_format"))
+    r.response_format = parse_response_format(*format, "output_format");
   return r;
 }
 

@@ -63,6 +63,33 @@ TEST(StructuredServer, TheGrammarFieldConstrainsTheAnswerToARegex) {
   EXPECT_TRUE(content == "yes!" || content == "no!") << content;
 }
 
+// Anthropic's structured outputs: /v1/messages with output_format {"type": "json_schema",
+// "schema"} bends the answer as chat's response_format does; a schema strata cannot compile is a
+// 400 in Anthropic's shape naming output_format.
+TEST(StructuredServer, MessagesOutputFormatConstrainsTheAnswer) {
+  TestServer s("Sure! The city is Paris.");
+  Json schema = kCitySchema;
+  schema["properties"]["city"] = {{"enum", {"Rome", "Oslo"}}};
+  const Json body = {{"model", "qwen3-test"},
+                     {"max_tokens", 40},
+                     {"messages", {{{"role", "user"}, {"content", "Where?"}}}},
+                     {"output_format", {{"type", "json_schema"}, {"schema", schema}}}};
+  const HttpResult r = s.post("/v1/messages", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json message = Json::parse(r.body);
+  ASSERT_EQ(message["content"][0]["type"], "text") << r.body;
+  const Json v = Json::parse(message["content"][0]["text"].get<std::string>());
+  EXPECT_TRUE(v["city"] == "Rome" || v["city"] == "Oslo") << v.dump();
+  Json bad = body;
+  bad["output_format"]["schema"] = {{"type", "object"}, {"patternProperties", {{"^a", {{"type", "string"}}}}}};
+  const HttpResult e = s.post("/v1/messages", bad);
+  ASSERT_EQ(e.status, 400) << e.body;
+  const Json err = Json::parse(e.body);
+  EXPECT_EQ(err["type"], "error") << e.body;
+  EXPECT_EQ(err["error"]["type"], "invalid_request_error") << e.body;
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("output_format"), std::string::npos) << e.body;
+}
+
 TEST(StructuredServer, BadSchemasAreA400InOpenAisShape) {
   TestServer s("{}");
   struct Case {
