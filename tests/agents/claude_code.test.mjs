@@ -5,38 +5,15 @@
 // agent's loop ends a turn normally. The tiny model's answer is not judged.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../server/js/strata_server.mjs';
+import { answers, apiKey, runAgent } from './agent_process.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const claude = path.join(here, 'node_modules/.bin/claude');
-const apiKey = 'strata-agent-test-key';
-
-// Runs the agent to its end: {code, stdout, stderr}.
-function runAgent(args, env, cwd) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(claude, args, { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    proc.stdout.on('data', (d) => (stdout += d));
-    proc.stderr.on('data', (d) => (stderr += d));
-    proc.on('error', reject);
-    proc.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-// The server's count of answers on a route by status, from /metrics.
-async function answers(server, route) {
-  const text = await (await fetch(server.url('/metrics'), { headers: { Authorization: `Bearer ${apiKey}` } })).text();
-  const counts = {};
-  const re = new RegExp(`strata_http_requests_total\\{route="${route.replace(/\//g, '\\/')}",status="(\\d+)"\\} (\\d+)`, 'g');
-  for (const m of text.matchAll(re)) counts[m[1]] = Number(m[2]);
-  return counts;
-}
 
 test('Claude Code completes a print-mode task against strata serve', { timeout: 540000 }, async () => {
   // Claude Code's system prompt and tool schemas alone are about 16K tokens of the demo model's
@@ -58,6 +35,7 @@ test('Claude Code completes a print-mode task against strata serve', { timeout: 
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
     };
     const run = await runAgent(
+      claude,
       ['-p', 'List the files in this directory, then say what you found.', '--output-format', 'json', '--max-turns', '3'],
       env,
       work,

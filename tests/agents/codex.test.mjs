@@ -5,36 +5,15 @@
 // and its stream parsed, so the turn ends normally. The tiny model's answer is not judged.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../server/js/strata_server.mjs';
+import { answers, apiKey, runAgent } from './agent_process.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const codex = path.join(here, 'node_modules/.bin/codex');
-const apiKey = 'strata-agent-test-key';
-
-function runAgent(args, env, cwd) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(codex, args, { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    proc.stdout.on('data', (d) => (stdout += d));
-    proc.stderr.on('data', (d) => (stderr += d));
-    proc.on('error', reject);
-    proc.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-async function answers(server, route) {
-  const text = await (await fetch(server.url('/metrics'), { headers: { Authorization: `Bearer ${apiKey}` } })).text();
-  const counts = {};
-  const re = new RegExp(`strata_http_requests_total\\{route="${route.replace(/\//g, '\\/')}",status="(\\d+)"\\} (\\d+)`, 'g');
-  for (const m of text.matchAll(re)) counts[m[1]] = Number(m[2]);
-  return counts;
-}
 
 test('Codex CLI completes an exec task against strata serve', { timeout: 540000 }, async () => {
   // Codex's instructions and tools come to about 10K tokens of the demo model's vocabulary: a
@@ -65,7 +44,7 @@ test('Codex CLI completes an exec task against strata serve', { timeout: 540000 
       CODEX_HOME: path.join(home, '.codex'),
       STRATA_API_KEY: apiKey,
     };
-    const run = await runAgent(['exec', '--skip-git-repo-check', '--json', 'List the files in this directory.'], env, work);
+    const run = await runAgent(codex, ['exec', '--skip-git-repo-check', '--json', 'List the files in this directory.'], env, work);
     const detail = `codex exited ${run.code}\nstdout: ${run.stdout}\nstderr: ${run.stderr}\nserver: ${server.stderr()}`;
     assert.equal(run.code, 0, detail);
     // --json: one event a line; the turn must complete, and no error event may come.
