@@ -1,24 +1,7 @@
 #!/usr/bin/env bash
 # Runs the SDK integration tests (tests/server/js/*.test.mjs, or the FILES given) against a strata
-# binary. Installs the SDKs into tests/server/node_modules from package-lock.json (npm ci) when one
-# of them is missing or not at the locked version; the tests themselves use only loopback.
+# binary, the SDKs installed into tests/server/node_modules from package-lock.json when needed
+# (tests/npm_suite.sh); the tests themselves use only loopback.
 # Usage: run.sh PATH_TO_STRATA [FILE.test.mjs ...]
-set -euo pipefail
-bin="$(realpath "${1:?usage: run.sh PATH_TO_STRATA [FILE.test.mjs ...]}")"
-shift
 here="$(cd "$(dirname "$0")" && pwd)"
-installed() {  # every dependency of package.json at its version in node_modules
-  (cd "$here/.." && node -e '
-    const fs = require("fs");
-    const deps = JSON.parse(fs.readFileSync("package.json", "utf8")).dependencies;
-    for (const [name, version] of Object.entries(deps)) {
-      const file = `node_modules/${name}/package.json`;
-      if (!fs.existsSync(file) || JSON.parse(fs.readFileSync(file, "utf8")).version !== version) process.exit(1);
-    }')
-}
-if ! installed; then
-  (cd "$here/.." && npm ci --no-audit --no-fund --loglevel=error)
-fi
-cd "$here"
-if [ $# -eq 0 ]; then set -- *.test.mjs; fi
-STRATA_BIN="$bin" exec node --test --test-reporter=spec "$@"
+exec bash "$here/../../npm_suite.sh" "$here/.." "$here" "$@"
