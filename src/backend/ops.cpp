@@ -240,6 +240,68 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
                  static_cast<int64_t>(capacity), scale, window, out);
 }
 
+namespace {
+// What the _rows ops take: T rows, a paged table each, all of one block size over one pool.
+void require_row_blocks(const char* op, std::span<const KvBlocks> row_blocks, int64_t T, const Tensor& cache) {
+  check(static_cast<int64_t>(row_blocks.size()) == T && T > 0, ErrorKind::kInternal, "op {}: {} rows, {} tables",
+        op, T, row_blocks.size());
+  for (const KvBlocks& b : row_blocks) {
+    check(b.paged() && b.block_tokens == row_blocks[0].block_tokens, ErrorKind::kInternal,
+          "op {}: every row needs a block table of one block size", op);
+    require_kv_blocks(op, b, cache);
+  }
+}
+}  // namespace
+
+void attention_rows(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                    std::span<const KvBlocks> row_blocks, std::span<const int64_t> kv_bounds, float scale,
+                    int64_t window, const Tensor& out) {
+  const Device d = placement("attention_rows", {&q, &k_cache, &v_cache, &positions, &out});
+  const int64_t T = q.rank() == 3 ? q.dim(0) : 0;
+  require_row_blocks("attention_rows", row_blocks, T, k_cache);
+  check(kv_bounds.size() == row_blocks.size() && out.shape == q.shape, ErrorKind::kInternal,
+        "attention_rows: {} bounds for {} rows, out {}", kv_bounds.size(), T, out.shape.str());
+  require_i32("attention_rows", positions, T);
+#ifdef STRATA_HAVE_CUDA
+  if (d == Device::kCuda) {
+    const detail::CudaOpTimer timer("attention_rows");
+    if (cuda::attention_rows(q, k_cache, v_cache, positions, row_blocks, kv_bounds, scale, window, out)) return;
+  }
+#endif
+  (void)d;
+  for (int64_t t = 0; t < T; ++t)  // each row alone: the reference, and what a shape the launch declines takes
+    attention(q.rows(t, t + 1), k_cache, v_cache, positions.rows(t, t + 1), kv_bounds[static_cast<size_t>(t)],
+              scale, window, out.rows(t, t + 1), row_blocks[static_cast<size_t>(t)]);
+}
+
+void qk_norm_rope_store_rows(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
+                             const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
+                             const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
+                             std::span<const KvBlocks> row_blocks) {
+  const Device d = placement("qk_norm_rope_store_rows", {&q, &k, &v, &positions, &q_out, &k_cache, &v_cache});
+  const int64_t T = q_out.rank() == 3 ? q_out.dim(0) : 0;
+  require_row_blocks("qk_norm_rope_store_rows", row_blocks, T, k_cache);
+  check(q.rank() == 3 && k.rank() == 3 && v.rank() == 3 && q.dim(0) == T && k.dim(0) == T && v.dim(0) == T &&
+            (gate_out.empty() || gate_out.dim(0) == T),
+        ErrorKind::kInternal, "qk_norm_rope_store_rows: q {} k {} v {} for {} rows", q.shape.str(), k.shape.str(),
+        v.shape.str(), T);
+  require_i32("qk_norm_rope_store_rows", positions, T);
+#ifdef STRATA_HAVE_CUDA
+  if (d == Device::kCuda) {
+    const detail::CudaOpTimer timer("qk_norm_rope_store_rows");
+    if (cuda::qk_norm_rope_store_rows(q, k, v, norm, rope_params, positions, q_out, gate_out, k_cache, v_cache,
+                                      row_blocks))
+      return;
+  }
+#endif
+  (void)d;
+  for (int64_t t = 0; t < T; ++t)
+    qk_norm_rope_store(q.rows(t, t + 1), k.rows(t, t + 1), v.rows(t, t + 1), norm, rope_params,
+                       positions.rows(t, t + 1), q_out.rows(t, t + 1),
+                       gate_out.empty() ? gate_out : gate_out.rows(t, t + 1), k_cache, v_cache,
+                       row_blocks[static_cast<size_t>(t)]);
+}
+
 void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act,
                      const Tensor& out, [[maybe_unused]] const MatmulFeed* feed) {
   const Device d = placement("silu_mul_matmul", {&gate, &up, &act, &w.w, &out});

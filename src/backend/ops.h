@@ -121,6 +121,15 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
                int64_t kv_bound, float scale, int64_t window, const Tensor& out,
                const KvBlocks& blocks = {});
 
+// attention() for a decode step of several sequences whose caches are one shared pool of blocks:
+// query t ([T, Hq, D], T sequences, one new token each, at positions[t]) attends to its own
+// sequence's tokens, found through row_blocks[t] (paged, one block size) under kv_bounds[t]. Each
+// row's output is exactly what attention() gives that row alone (on CUDA, one launch for the rows
+// where the decode kernel takes their shape; row by row otherwise).
+void attention_rows(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                    std::span<const KvBlocks> row_blocks, std::span<const int64_t> kv_bounds, float scale,
+                    int64_t window, const Tensor& out);
+
 // What stands between the q/k/v projections and attention(), per token and head:
 //   q_out = rope(norm_q(q)),  k = rope(norm_k(k)) (in place),  k_cache[p] = k,  v_cache[p] = v,
 // with p = positions[t] (I32 [T] on the tensors' device). q: [T, Hq, D], or [T, Hq, 2D] where each
@@ -138,6 +147,14 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
                         const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
                         const KvBlocks& blocks = {});
+
+// qk_norm_rope_store for a decode step of several sequences sharing one pool of KV blocks: token
+// t is sequence t's new token, stored through row_blocks[t] (paged, one block size and capacity).
+// Each row's results are exactly what qk_norm_rope_store gives that row alone.
+void qk_norm_rope_store_rows(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
+                             const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
+                             const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
+                             std::span<const KvBlocks> row_blocks);
 
 // out = SiLU(gate) ⊙ up, elementwise ([T, I] each).
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);

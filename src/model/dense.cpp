@@ -124,16 +124,9 @@ class DenseModel final : public Model {
       if (L.v_bias) ops::add_bias(v2, *L.v_bias);
       ops::QkNorm norm;  // Qwen3's per-head q/k norms; none for Llama, Mistral, Qwen2
       if (L.q_norm) norm = {*L.q_norm, *L.k_norm, eps, false};
-      for (const StepPart& part : step.parts) {  // each sequence's rows against its own cache
-        const int64_t r0 = part.row0, r1 = part.row0 + part.rows;
-        const Tensor& k_cache = part.state->buffers[2 * l].tensor.view();
-        const Tensor& v_cache = part.state->buffers[2 * l + 1].tensor.view();
-        const Tensor qp = q.rows(r0, r1), positions = step.positions.rows(r0, r1);
-        ops::qk_norm_rope_store(qp, k.rows(r0, r1), v.rows(r0, r1), norm, rope_, positions, qp, Tensor{}, k_cache,
-                                v_cache, part.state->kv);
-        ops::attention(qp, k_cache, v_cache, positions, part.kv_bound, scale, config_.sliding_window,
-                       attn.reshaped({T, Hq, D}).rows(r0, r1), part.state->kv);
-      }
+      attend(step, static_cast<size_t>(2 * l),
+             LayerAttention{.q = q, .k = k, .v = v, .q_out = q, .gate_out = {}, .out = attn.reshaped({T, Hq, D}), .norm = norm,
+                            .rope = &rope_, .scale = scale, .window = config_.sliding_window});
       ops::matmul(attn, L.o, proj);
       ops::MatmulFeed gate_feed{&L.gate}, act_feed{&L.down, 1};
       ops::add_rms_norm(x, proj, L.post_norm, eps, false, h, &gate_feed);

@@ -214,16 +214,9 @@ class Qwen35Model final : public Model {
     const ops::QkNorm norm{A.q_norm, A.k_norm, eps_, layout_.one_plus_norm};
     const Tensor p3 = p.reshaped({T, Hq, 2 * D}), k3 = k.reshaped({T, Hkv, D}), v3 = v.reshaped({T, Hkv, D});
     const Tensor q3 = q.reshaped({T, Hq, D}), gate3 = gate.reshaped({T, Hq, D}), o3 = o.reshaped({T, Hq, D});
-    for (const StepPart& part : step.parts) {  // each sequence's rows against its own cache
-      const int64_t r0 = part.row0, r1 = part.row0 + part.rows;
-      const Tensor& k_cache = part.state->buffers[L.state].tensor.view();
-      const Tensor& v_cache = part.state->buffers[L.state + 1].tensor.view();
-      const Tensor positions = step.positions.rows(r0, r1);
-      ops::qk_norm_rope_store(p3.rows(r0, r1), k3.rows(r0, r1), v3.rows(r0, r1), norm, rope_, positions,
-                              q3.rows(r0, r1), gate3.rows(r0, r1), k_cache, v_cache, part.state->kv);
-      ops::attention(q3.rows(r0, r1), k_cache, v_cache, positions, part.kv_bound,
-                     1.0f / std::sqrt(static_cast<float>(D)), 0, o3.rows(r0, r1), part.state->kv);
-    }
+    attend(step, L.state,
+           LayerAttention{.q = p3, .k = k3, .v = v3, .q_out = q3, .gate_out = gate3, .out = o3, .norm = norm,
+                          .rope = &rope_, .scale = 1.0f / std::sqrt(static_cast<float>(D))});
     ops::MatmulFeed o_feed{&A.o};
     ops::sigmoid_mul(o, gate.reshaped({T, Hq * D}), o, &o_feed);
     ops::matmul(o, A.o, out, &o_feed);

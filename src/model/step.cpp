@@ -136,7 +136,48 @@ Step StepRunner::prepare_decode(std::span<const DecodeItem> items, int64_t vocab
   }
   s.logits = io_.get(kLogits, {B, vocab});
   s.parts = parts_;
+  row_blocks_.clear(), row_kv_bounds_.clear();
+  row_blocks_.reserve(parts_.capacity()), row_kv_bounds_.reserve(parts_.capacity());
+  for (const StepPart& part : parts_) {
+    const backend::KvBlocks& kv = part.state->kv;
+    if (!kv.paged() || kv.block_tokens != parts_.front().state->kv.block_tokens) break;
+    row_blocks_.push_back(kv);
+    row_kv_bounds_.push_back(part.kv_bound);
+  }
+  if (B > 1 && row_blocks_.size() == parts_.size()) {
+    s.row_blocks = row_blocks_;
+    s.row_kv_bounds = row_kv_bounds_;
+  }
   return s;
+}
+
+void attend(const Step& step, size_t k_buffer, const LayerAttention& a) {
+  const auto cache = [&](const StepPart& part, size_t i) -> const Tensor& {
+    return part.state->buffers[k_buffer + i].tensor.view();
+  };
+  bool one_pool = !step.row_blocks.empty();
+  for (const StepPart& part : step.parts)
+    one_pool = one_pool && cache(part, 0).data == cache(step.parts[0], 0).data &&
+               cache(part, 1).data == cache(step.parts[0], 1).data;
+  if (one_pool) {
+    const Tensor& k_cache = cache(step.parts[0], 0);
+    const Tensor& v_cache = cache(step.parts[0], 1);
+    backend::qk_norm_rope_store_rows(a.q, a.k, a.v, a.norm, *a.rope, step.positions, a.q_out, a.gate_out, k_cache,
+                                     v_cache, step.row_blocks);
+    backend::attention_rows(a.q_out, k_cache, v_cache, step.positions, step.row_blocks, step.row_kv_bounds, a.scale,
+                            a.window, a.out);
+    return;
+  }
+  for (const StepPart& part : step.parts) {  // each sequence's rows against its own cache
+    const int64_t r0 = part.row0, r1 = part.row0 + part.rows;
+    const Tensor positions = step.positions.rows(r0, r1);
+    const Tensor q_out = a.q_out.rows(r0, r1);
+    backend::qk_norm_rope_store(a.q.rows(r0, r1), a.k.rows(r0, r1), a.v.rows(r0, r1), a.norm, *a.rope, positions,
+                                q_out, a.gate_out.empty() ? Tensor{} : a.gate_out.rows(r0, r1), cache(part, 0),
+                                cache(part, 1), part.state->kv);
+    backend::attention(q_out, cache(part, 0), cache(part, 1), positions, part.kv_bound, a.scale, a.window,
+                       a.out.rows(r0, r1), part.state->kv);
+  }
 }
 
 bool StepRunner::replay(const Step& step, bool all_logits) {

@@ -10,6 +10,7 @@
 
 #include "backend/graph.h"
 #include "backend/memory.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "model/model.h"
 
@@ -67,8 +68,29 @@ struct Step {
   Tensor positions;      // I32 [T] on the device
   Tensor logits;         // F32 [T or 1, vocab] the body writes (one part); [parts, vocab] (several)
   std::span<const StepPart> parts;
+  // A decode step whose sequences all keep their KV in pools of blocks of one size: each row's
+  // table and kv_bound, for the ops that take every row at once (attention_rows); empty otherwise.
+  std::span<const backend::KvBlocks> row_blocks;
+  std::span<const int64_t> row_kv_bounds;
   bool batch() const { return parts.size() > 1; }
 };
+
+// One attention layer's work between its projections and its output projection, for every part of
+// a step: qk_norm_rope_store, then attention, each part against its own KV cache (buffers k_buffer
+// and k_buffer + 1 of its state). A decode step whose sequences share one pool of KV blocks runs
+// each op once over all its rows; any other step runs them part by part.
+struct LayerAttention {
+  Tensor q;         // [T, Hq, D], or [T, Hq, 2D] with each head's output gate after its query
+  Tensor k, v;      // [T, Hkv, D]
+  Tensor q_out;     // [T, Hq, D] (may be q when q has no gate)
+  Tensor gate_out;  // [T, Hq, D], or empty when q has no gate
+  Tensor out;       // [T, Hq, D]
+  backend::QkNorm norm;
+  const backend::RopeParams* rope = nullptr;
+  float scale = 1.0f;
+  int64_t window = 0;
+};
+void attend(const Step& step, size_t k_buffer, const LayerAttention& a);
 
 class StepRunner {
  public:
@@ -162,6 +184,8 @@ class StepRunner {
   bool capture_next_ = false;
   uint64_t generation_ = 0;  // scratch + device memory generation the entries were made at
   std::vector<StepPart> parts_;  // the step's (reserved: decode steps allocate nothing)
+  std::vector<backend::KvBlocks> row_blocks_;  // a decode step's Step::row_blocks (reserved too)
+  std::vector<int64_t> row_kv_bounds_;
 };
 
 }  // namespace strata::model

@@ -7,9 +7,11 @@
 // element type as a template parameter and widen BF16 values to fp32 as they read them.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <type_traits>
 
 #include "backend/cuda/async_copy.h"
@@ -736,7 +738,7 @@ __device__ inline void prefetch_rows(const Params& p, int kvh, const KeyRange& r
 constexpr int kDecodeWarps = 4;
 
 template <int D, int kRows, typename C>
-__global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params p) {
+__device__ __forceinline__ void decode_block(const Params& p) {
   static_assert(kRows == 4 || kRows == 8, "16 scores per step");
   constexpr int kKeys = 16 / kRows;
   constexpr int kVec = vec_width<D>(), kCols = D / (32 * kVec), kE = kCols * kVec;
@@ -909,20 +911,56 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params 
   }
 }
 
+template <int D, int kRows, typename C>
+__global__ void __launch_bounds__(32 * kDecodeWarps) decode_kernel(const Params p) {
+  decode_block<D, kRows, C>(p);
+}
+
+// A decode step of several sequences sharing one pool (attention_rows), one launch: block
+// (b, kvh, split) does for sequence b exactly what decode_kernel's block (0, kvh, split) does for
+// it alone, with its q and out rows, position, block table, split count and partials; blocks past
+// a sequence's splits have nothing to do.
+constexpr int kRowsMax = 64;  // sequences of one launch
+struct RowSeqs {
+  const int32_t* table[kRowsMax];
+  int splits[kRowsMax];
+  int part_row0[kRowsMax];  // its first partial row: the earlier sequences' splits · Hq
+};
+
+template <int D>
+__device__ inline Params row_params(const Params& p, const RowSeqs& s, int b) {
+  Params q = p;
+  const int64_t row0 = static_cast<int64_t>(b) * p.Hq;  // T = 1: a sequence's rows are its heads
+  q.q += row0 * D;
+  q.out += row0 * D;
+  q.positions += b;
+  q.rows.table = s.table[b];
+  q.splits = s.splits[b];
+  q.part_o += static_cast<int64_t>(s.part_row0[b]) * D;
+  q.part_ml += s.part_row0[b];
+  return q;
+}
+
+template <int D, int kRows, typename C>
+__global__ void __launch_bounds__(32 * kDecodeWarps) decode_rows_kernel(const Params p, const RowSeqs s) {
+  const int b = blockIdx.x;
+  if (static_cast<int>(blockIdx.z) >= s.splits[b]) return;
+  decode_block<D, kRows, C>(row_params<D>(p, s, b));
+}
+
 // Merges the splits of one output row with the log-sum-exp rule. A block takes one row and one slab
 // of 32 · kVec columns; its warps take every kMergeWarps-th split, so that the loads of many splits
 // (over a hundred in long decodes) are in flight at once.
 constexpr int kMergeWarps = 16;
 
 template <int D>
-__global__ void __launch_bounds__(32 * kMergeWarps)
-    merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml, int splits,
-                 int rows, float* __restrict__ out) {
+__device__ __forceinline__ void merge_row(const float* __restrict__ part_o, const float2* __restrict__ part_ml,
+                                          int splits, int rows, int row, float* __restrict__ out) {
   wait_for_inputs();
   constexpr int kVec = vec_width<D>(), kSlab = 32 * kVec;
   __shared__ float red[kMergeWarps];
   __shared__ __align__(16) float partial[kMergeWarps][kSlab];
-  const int row = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int col = blockIdx.y * kSlab + lane * kVec;
 
   float m = kNegInf;
@@ -967,7 +1005,38 @@ __global__ void __launch_bounds__(32 * kMergeWarps)
   }
 }
 
+template <int D>
+__global__ void __launch_bounds__(32 * kMergeWarps)
+    merge_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml, int splits,
+                 int rows, float* __restrict__ out) {
+  merge_row<D>(part_o, part_ml, splits, rows, blockIdx.x, out);
+}
+
+// The merges of attention_rows' sequences: block row b · Hq + h merges head h of sequence b, as
+// merge_kernel would for it alone (a sequence of one split wrote its output directly).
+template <int D>
+__global__ void __launch_bounds__(32 * kMergeWarps)
+    merge_rows_kernel(const float* __restrict__ part_o, const float2* __restrict__ part_ml, int Hq,
+                      const RowSeqs s, float* __restrict__ out) {
+  const int b = blockIdx.x / Hq, h = blockIdx.x % Hq;
+  if (s.splits[b] == 1) return;
+  const int64_t row0 = s.part_row0[b];
+  merge_row<D>(part_o + row0 * D, part_ml + row0, s.splits[b], Hq, h,
+               out + static_cast<int64_t>(b) * Hq * D);
+}
+
 constexpr int kMaxSplits = 1024;
+
+// The splits of the keys below kv_bound for a launch of `blocks` blocks a split: enough for every
+// SM to hold blocks_per_sm of them, at most one per tile of kv_bound.
+int64_t split_count(int blocks_per_sm, int64_t blocks, int64_t kv_bound) {
+  const int64_t target = static_cast<int64_t>(blocks_per_sm) * sm_count();
+  int64_t splits = (target + blocks - 1) / blocks;
+  const int64_t max_splits = (kv_bound + kTileKeys - 1) / kTileKeys;
+  if (splits > max_splits) splits = max_splits;
+  if (splits > kMaxSplits) splits = kMaxSplits;
+  return splits < 1 ? 1 : splits;
+}
 
 // Launches kernel (rows_per_block rows of a KV head per block) over enough splits of the keys for
 // every SM to hold as many blocks as fit, at most one per tile of kv_bound, then merges the splits.
@@ -979,13 +1048,7 @@ void launch_splits(void (*kernel)(Params), int threads, size_t smem, int blocks_
                    int rows_per_block, Params p, int64_t kv_bound) {
   const int64_t row_tiles =
       (static_cast<int64_t>(p.T) * p.group + rows_per_block - 1) / rows_per_block;
-  const int64_t blocks = row_tiles * p.Hkv;
-  const int64_t target = static_cast<int64_t>(blocks_per_sm) * sm_count();
-  int64_t splits = (target + blocks - 1) / blocks;
-  const int64_t max_splits = (kv_bound + kTileKeys - 1) / kTileKeys;
-  if (splits > max_splits) splits = max_splits;
-  if (splits > kMaxSplits) splits = kMaxSplits;
-  if (splits < 1) splits = 1;
+  const int64_t splits = split_count(blocks_per_sm, row_tiles * p.Hkv, kv_bound);
   p.splits = static_cast<int>(splits);
 
   const int64_t rows = static_cast<int64_t>(p.T) * p.Hq;
@@ -1016,11 +1079,70 @@ int resident_blocks(void (*kernel)(Params), int threads, size_t smem) {
   return n > 0 ? n : 1;
 }
 
+// decode_kernel's blocks an SM holds, which sets its split counts (asked once).
+template <int D, int kRows, typename C>
+int decode_blocks_per_sm() {
+  static const int blocks_per_sm = resident_blocks(decode_kernel<D, kRows, C>, 32 * kDecodeWarps, 0);
+  return blocks_per_sm;
+}
+
 template <int D, int kRows, typename C>
 void run_decode(const Params& p, int64_t kv_bound) {
-  auto* const kernel = decode_kernel<D, kRows, C>;
-  static const int blocks_per_sm = resident_blocks(kernel, 32 * kDecodeWarps, 0);
-  launch_splits<D>(kernel, 32 * kDecodeWarps, 0, blocks_per_sm, kRows, p, kv_bound);
+  launch_splits<D>(decode_kernel<D, kRows, C>, 32 * kDecodeWarps, 0, decode_blocks_per_sm<D, kRows, C>(), kRows, p,
+                   kv_bound);
+}
+
+// attention_rows' launch: every sequence gets the splits its own decode_kernel launch would (so its
+// partials, and the merge of them, are the ones it has alone); the partials of the sequences with
+// more than one split lie one after another in the workspace.
+template <int D, int kRows, typename C>
+void run_decode_rows(Params p, std::span<const KvBlocks> row_blocks, std::span<const int64_t> kv_bounds) {
+  const int B = static_cast<int>(row_blocks.size());
+  RowSeqs s{};
+  int64_t part_rows = 0, max_splits = 1;
+  for (int b = 0; b < B; ++b) {
+    const int64_t splits = split_count(decode_blocks_per_sm<D, kRows, C>(), p.Hkv, kv_bounds[b]);
+    s.table[b] = row_blocks[b].table.template as<const int32_t>();
+    s.splits[b] = static_cast<int>(splits);
+    s.part_row0[b] = static_cast<int>(part_rows);
+    if (splits > 1) part_rows += splits * p.Hq;
+    max_splits = std::max(max_splits, splits);
+  }
+  if (part_rows > 0) {
+    const size_t ml_bytes = (static_cast<size_t>(part_rows) * sizeof(float2) + 255) / 256 * 256;
+    const size_t o_bytes = static_cast<size_t>(part_rows * D) * sizeof(float);
+    char* ws = static_cast<char*>(workspace(WorkspaceSlot::kAttention, ml_bytes + o_bytes));
+    p.part_ml = reinterpret_cast<float2*>(ws);
+    p.part_o = reinterpret_cast<float*>(ws + ml_bytes);
+  }
+  const dim3 grid(static_cast<unsigned>(B), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(max_splits));
+  launch(decode_rows_kernel<D, kRows, C>, grid, 32 * kDecodeWarps, 0, p, s);
+  if (part_rows > 0) {
+    const dim3 merge_grid(static_cast<unsigned>(B * p.Hq), D / (32 * vec_width<D>()));
+    launch(merge_rows_kernel<D>, merge_grid, 32 * kMergeWarps, 0, p.part_o, p.part_ml, p.Hq, s, p.out);
+  }
+}
+
+// run_decode_rows for head_dim d, the first of kDims it equals; false where none does or the
+// group is not the decode kernel's.
+template <typename C, int kDim, int... kDims>
+bool run_rows_head_dim(int64_t d, const Params& p, std::span<const KvBlocks> row_blocks,
+                       std::span<const int64_t> kv_bounds) {
+  if (d == kDim) {
+    if (p.group <= 4) {
+      run_decode_rows<kDim, 4, C>(p, row_blocks, kv_bounds);
+    } else if (p.group <= 8) {
+      run_decode_rows<kDim, 8, C>(p, row_blocks, kv_bounds);
+    } else {
+      return false;
+    }
+    return true;
+  }
+  if constexpr (sizeof...(kDims) == 0) {
+    return false;
+  } else {
+    return run_rows_head_dim<C, kDims...>(d, p, row_blocks, kv_bounds);
+  }
 }
 
 template <int D>
@@ -1132,6 +1254,37 @@ KvRows kv_rows(const KvBlocks& blocks) {
   r.table = blocks.table.as<const int32_t>();
   while ((int64_t{1} << r.shift) < blocks.block_tokens) ++r.shift;
   return r;
+}
+
+bool attention_rows(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                    std::span<const KvBlocks> row_blocks, std::span<const int64_t> kv_bounds, float scale,
+                    int64_t window, const Tensor& out) {
+  const int64_t B = q.dim(0), Hq = q.dim(1), D = q.dim(2), Hkv = k_cache.dim(1);
+  if (B < 2 || B > kRowsMax || D % 32 != 0 || D > 256) return false;
+  const auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
+  if (!aligned(q) || !aligned(k_cache) || !aligned(v_cache) || !aligned(out)) return false;
+  const int64_t capacity = row_blocks[0].capacity(k_cache);
+  for (const KvBlocks& b : row_blocks)
+    if (b.capacity(k_cache) != capacity) return false;
+  Params p{};
+  p.q = q.as<const float>();
+  p.k = k_cache.data;
+  p.v = v_cache.data;
+  p.positions = positions.as<const int32_t>();
+  p.out = out.as<float>();
+  p.T = 1;  // each sequence's own: one query
+  p.Hq = static_cast<int>(Hq);
+  p.Hkv = static_cast<int>(Hkv);
+  p.group = static_cast<int>(Hq / Hkv);
+  p.rows = kv_rows(row_blocks[0]);  // the shift; each sequence's table comes with it
+  p.capacity = static_cast<int>(capacity);
+  p.window = window > 0 && window < INT_MAX ? static_cast<int>(window) : 0;
+  p.scale_log2 = scale * kLog2e;
+  bool ran = false;
+  with_cache_type(k_cache, [&](auto c) {
+    ran = run_rows_head_dim<decltype(c), 32, 64, 96, 128, 160, 192, 224, 256>(D, p, row_blocks, kv_bounds);
+  });
+  return ran;
 }
 
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

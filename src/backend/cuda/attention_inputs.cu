@@ -38,16 +38,24 @@ struct Params {
   float attention_factor;
 };
 
+// Each token's block table, for a decode step of several sequences (qk_norm_rope_store_rows); a
+// launch of one sequence passes none.
+constexpr int kRowsMax = 64;
+struct RowTables {
+  const int32_t* table[kRowsMax];
+};
+
 // Warp `unit` = (token t, head h): heads [0, Hq) are queries, [Hq, Hq + Hkv) keys, the rest values.
 // Lane l holds elements l + 32e (e < kPer) of the head; the rotation pairs cross lanes, so the
 // normed head is staged in shared memory (the warp's own slice) for the rotation.
-template <int kPer, typename C>
+// kRowTables: token t's rows come from tables.table[t] (p.rows gives the block size).
+template <int kPer, typename C, bool kRowTables>
 __global__ void __launch_bounds__(32 * kWarps)
     qk_norm_rope_store_kernel(const float* q, float* k, const float* __restrict__ v,
                               const float* __restrict__ q_w, const float* __restrict__ k_w,
                               const int32_t* __restrict__ positions, float* q_out,
                               float* __restrict__ gate_out, C* __restrict__ k_cache,
-                              C* __restrict__ v_cache, Params p, Freqs freqs) {
+                              C* __restrict__ v_cache, Params p, Freqs freqs, const RowTables tables) {
   wait_for_inputs();
   __shared__ float staged[kWarps][32 * kPer];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -55,6 +63,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int64_t unit = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   if (unit >= static_cast<int64_t>(p.T) * per_token) return;  // whole warps
   const int t = static_cast<int>(unit / per_token), h = static_cast<int>(unit % per_token);
+  if constexpr (kRowTables) p.rows.table = tables.table[t];
   const int32_t pos = positions[t];
   const bool in_cache =
       pos >= 0 && pos < p.capacity;  // the dispatcher checked; never write outside
@@ -140,26 +149,33 @@ template <int kPer>
 void launch_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
                   const Tensor& positions, const Tensor& q_out, const Tensor& gate_out,
                   const Tensor& k_cache, const Tensor& v_cache, const Params& p,
-                  const Freqs& freqs) {
+                  const Freqs& freqs, const RowTables* tables) {
   const int64_t warps = static_cast<int64_t>(p.T) * (p.Hq + 2 * p.Hkv);
   const unsigned blocks = static_cast<unsigned>((warps + kWarps - 1) / kWarps);
   const bool has_norm = !norm.q_w.empty();
   with_cache_type(k_cache, [&](auto c) {
     using C = decltype(c);
-    launch(qk_norm_rope_store_kernel<kPer, C>, blocks, 32 * kWarps, 0, q.as<const float>(),
-           k.as<float>(), v.as<const float>(), has_norm ? norm.q_w.as<const float>() : nullptr,
-           has_norm ? norm.k_w.as<const float>() : nullptr, positions.as<const int32_t>(),
-           q_out.as<float>(), gate_out.empty() ? nullptr : gate_out.as<float>(), k_cache.as<C>(),
-           v_cache.as<C>(), p, freqs);
+    auto go = [&](auto kernel) {
+      launch(kernel, blocks, 32 * kWarps, 0, q.as<const float>(), k.as<float>(), v.as<const float>(),
+             has_norm ? norm.q_w.as<const float>() : nullptr, has_norm ? norm.k_w.as<const float>() : nullptr,
+             positions.as<const int32_t>(), q_out.as<float>(), gate_out.empty() ? nullptr : gate_out.as<float>(),
+             k_cache.as<C>(), v_cache.as<C>(), p, freqs, tables != nullptr ? *tables : RowTables{});
+    };
+    if (tables != nullptr) {
+      go(qk_norm_rope_store_kernel<kPer, C, true>);
+    } else {
+      go(qk_norm_rope_store_kernel<kPer, C, false>);
+    }
   });
 }
 
 }  // namespace
 
-void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
-                        const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
-                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
-                        const KvBlocks& blocks) {
+namespace {
+
+void store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm, const RopeParams& rope_params,
+           const Tensor& positions, const Tensor& q_out, const Tensor& gate_out, const Tensor& k_cache,
+           const Tensor& v_cache, const KvBlocks& blocks, const RowTables* tables) {
   Params p{};
   p.T = static_cast<int>(q_out.dim(0));
   p.Hq = static_cast<int>(q_out.dim(1));
@@ -177,17 +193,42 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
   Freqs freqs{};
   std::copy_n(rope_params.inv_freq.begin(), std::min(p.half, kMaxHalf), freqs.inv_freq);
   if (p.D <= 32) {
-    launch_store<1>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
+    launch_store<1>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs, tables);
   } else if (p.D <= 64) {
-    launch_store<2>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
+    launch_store<2>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs, tables);
   } else if (p.D <= 128) {
-    launch_store<4>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
+    launch_store<4>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs, tables);
   } else if (p.D <= 256) {
-    launch_store<8>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs);
+    launch_store<8>(q, k, v, norm, positions, q_out, gate_out, k_cache, v_cache, p, freqs, tables);
   } else {
     throw_cuda_error(static_cast<int>(cudaErrorInvalidValue),
                      "qk_norm_rope_store: head dims above 256", __FILE__, __LINE__);
   }
+}
+
+}  // namespace
+
+void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
+                        const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
+                        const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
+                        const KvBlocks& blocks) {
+  store(q, k, v, norm, rope_params, positions, q_out, gate_out, k_cache, v_cache, blocks, nullptr);
+}
+
+bool qk_norm_rope_store_rows(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
+                             const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
+                             const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
+                             std::span<const KvBlocks> row_blocks) {
+  const auto T = static_cast<int64_t>(row_blocks.size());
+  if (T < 2 || T > kRowsMax) return false;
+  RowTables tables{};
+  for (int64_t t = 0; t < T; ++t) {
+    const KvBlocks& b = row_blocks[static_cast<size_t>(t)];
+    if (b.capacity(k_cache) != row_blocks[0].capacity(k_cache)) return false;
+    tables.table[t] = b.table.as<const int32_t>();
+  }
+  store(q, k, v, norm, rope_params, positions, q_out, gate_out, k_cache, v_cache, row_blocks[0], &tables);
+  return true;
 }
 
 }  // namespace strata::backend::cuda

@@ -140,6 +140,16 @@ void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
                int64_t kv_bound, float scale, int64_t window, const Tensor& out, const KvBlocks& blocks);
 void store_rows(const Tensor& src, const Tensor& positions, const Tensor& dst);
+// The _rows ops (ops.h) as one launch where the decode kernels take the rows' shape; false: the
+// caller runs the rows one by one.
+bool attention_rows(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                    std::span<const KvBlocks> row_blocks, std::span<const int64_t> kv_bounds, float scale,
+                    int64_t window, const Tensor& out);
+bool qk_norm_rope_store_rows(const Tensor& q, const Tensor& k, const Tensor& v, const QkNorm& norm,
+                             const RopeParams& rope_params, const Tensor& positions, const Tensor& q_out,
+                             const Tensor& gate_out, const Tensor& k_cache, const Tensor& v_cache,
+                             std::span<const KvBlocks> row_blocks);
+
 void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out);
 void add(const Tensor& a, const Tensor& b);
 void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out,

@@ -1,9 +1,11 @@
 // cuda::attention against the CPU op on random inputs: decode, speculative-verify and prefill
 // shapes, GQA groups, sliding windows, KV bounds above the true length, F32 and BF16 caches, paged
-// caches (block tables), and a captured graph replayed at later positions. Skips where no CUDA device is present.
+// caches (block tables), decode steps of many sequences (attention_rows) bit for bit as alone, and a
+// captured graph replayed at later positions. Skips where no CUDA device is present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -319,6 +321,90 @@ TEST_F(CudaAttention, PagedCacheGivesTheOwnCachesBits) {
                 << dtype_name(dtype) << " D " << D << " block " << block << " position " << p;
           }
         }
+      }
+    }
+  }
+}
+
+// A decode step of many sequences sharing one pool (attention_rows, qk_norm_rope_store_rows): each
+// row's output, and each sequence's stored key and value, are bit for bit what the row gives alone,
+// for 2 to 64 sequences of mixed lengths and bounds (65: rows beyond one launch), GQA groups of 1,
+// 4, 8 and 16 (16: not the decode kernel's, so row by row), F32 and BF16 pools.
+TEST_F(CudaAttention, RowsOfManySequencesGiveEachRowItsBitsAlone) {
+  const int64_t block = 64, table_blocks = 16, capacity = table_blocks * block;
+  uint32_t seed = 900;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const auto [Hq, Hkv, D] : {std::array<int64_t, 3>{16, 4, 256}, {16, 4, 128}, {16, 2, 64}, {4, 4, 128},
+                                    {16, 1, 64}}) {
+      for (int64_t B : {2, 3, 17, 64, 65}) {
+        const int64_t pool_blocks = B * table_blocks;
+        const Shape pool_shape{pool_blocks * block, Hkv, D};
+        HostTensor unused;
+        const HostTensor pk = test::rounded(random_tensor(pool_shape, seed++), dtype, unused);
+        const HostTensor pv = test::rounded(random_tensor(pool_shape, seed++), dtype, unused);
+        std::vector<int32_t> ids(static_cast<size_t>(pool_blocks));
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), std::mt19937(seed++));
+        std::mt19937 rng(seed++);
+        std::vector<cuda::DeviceTensor> tables;
+        std::vector<backend::KvBlocks> blocks;
+        std::vector<int64_t> bounds;
+        HostTensor positions(DType::kI32, {B});
+        for (int64_t b = 0; b < B; ++b) {
+          tables.push_back(cuda::upload(test::int_tensor(
+              std::vector<int32_t>(ids.begin() + b * table_blocks, ids.begin() + (b + 1) * table_blocks))));
+          blocks.push_back(backend::KvBlocks{tables.back().view, block});
+          const auto pos = static_cast<int32_t>(rng() % (capacity - 1));
+          positions.as<int32_t>()[b] = pos;
+          bounds.push_back(b % 2 == 0 ? pos + 1 : std::min<int64_t>((pos + 256) / 256 * 256, capacity));
+        }
+        const HostTensor q = random_tensor({B, Hq, 2 * D}, seed++), k = random_tensor({B, Hkv, D}, seed++),
+                         v = random_tensor({B, Hkv, D}, seed++);
+        const HostTensor q_w = random_tensor({D}, seed++), k_w = random_tensor({D}, seed++);
+        backend::RopeParams rope;
+        rope.rotary_dim = static_cast<int>(D / 2);
+        rope.inv_freq = test::inv_freq(rope.rotary_dim, 10000.0f);
+        const auto dq_w = cuda::upload(q_w), dk_w = cuda::upload(k_w), dpos = cuda::upload(positions);
+        const backend::QkNorm norm{dq_w.view, dk_w.view, 1e-6f, false};
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+        // Together, then row by row on fresh copies of everything.
+        struct Run {
+          cuda::DeviceTensor k_cache, v_cache, q, k, v, q_out, gate, out;
+        };
+        auto fresh = [&] {
+          return Run{cuda::upload(pk), cuda::upload(pv), cuda::upload(q), cuda::upload(k), cuda::upload(v),
+                     cuda::upload(nan_tensor({B, Hq, D})), cuda::upload(nan_tensor({B, Hq, D})),
+                     cuda::upload(nan_tensor({B, Hq, D}))};
+        };
+        Run all = fresh(), alone = fresh();
+        backend::qk_norm_rope_store_rows(all.q.view, all.k.view, all.v.view, norm, rope, dpos.view, all.q_out.view,
+                                         all.gate.view, all.k_cache.view, all.v_cache.view, blocks);
+        backend::attention_rows(all.q_out.view, all.k_cache.view, all.v_cache.view, dpos.view, blocks, bounds, scale,
+                                0, all.out.view);
+        for (int64_t b = 0; b < B; ++b) {
+          const Tensor pos = dpos.view.rows(b, b + 1);
+          backend::qk_norm_rope_store(alone.q.view.rows(b, b + 1), alone.k.view.rows(b, b + 1),
+                                      alone.v.view.rows(b, b + 1), norm, rope, pos, alone.q_out.view.rows(b, b + 1),
+                                      alone.gate.view.rows(b, b + 1), alone.k_cache.view, alone.v_cache.view,
+                                      blocks[static_cast<size_t>(b)]);
+          backend::attention(alone.q_out.view.rows(b, b + 1), alone.k_cache.view, alone.v_cache.view, pos,
+                             bounds[static_cast<size_t>(b)], scale, 0, alone.out.view.rows(b, b + 1),
+                             blocks[static_cast<size_t>(b)]);
+        }
+        const std::string what = std::string(dtype_name(dtype)) + " Hq " + std::to_string(Hq) + " Hkv " +
+                                 std::to_string(Hkv) + " D " + std::to_string(D) + " B " + std::to_string(B);
+        auto same = [&](const cuda::DeviceTensor& x, const cuda::DeviceTensor& y, const char* name) {
+          HostTensor hx(x.view.dtype, x.view.shape), hy(y.view.dtype, y.view.shape);
+          cuda::download(x.view, hx);
+          cuda::download(y.view, hy);
+          EXPECT_EQ(std::memcmp(hx.view().data, hy.view().data, hx.view().nbytes()), 0) << what << ": " << name;
+        };
+        same(all.out, alone.out, "attention");
+        same(all.q_out, alone.q_out, "q");
+        same(all.gate, alone.gate, "gate");
+        same(all.k, alone.k, "k");
+        same(all.k_cache, alone.k_cache, "key pool");
+        same(all.v_cache, alone.v_cache, "value pool");
       }
     }
   }
