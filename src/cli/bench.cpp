@@ -16,6 +16,7 @@
 #include "backend/graph.h"
 #include "backend/memory.h"
 #include "cli/bench_concurrency.h"
+#include "cli/bench_ops.h"
 #include "cli/bench_prefix.h"
 #include "cli/bench_shapes.h"
 #include "cli/bench_traffic.h"
@@ -199,10 +200,6 @@ struct Row {
   std::string traffic_warning;
 };
 
-struct OpTime {
-  std::string op;
-  double ms = 0;  // per step
-};
 struct Breakdown {
   std::string model;
   std::string error;  // set when it could not be measured
@@ -227,13 +224,7 @@ Breakdown run_breakdown(const model::SyntheticCheckpoint& ck, const Row& row,
       model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), options),
       engine_opts);
   (void)generate(engine, std::min<int64_t>(prompt, kPrefillChunk), 4);  // workspaces, cuBLAS
-  auto harvest = [&](double divisor) {
-    std::vector<OpTime> ops;
-    for (const auto& [op, ms] : backend::op_timer_results(device)) ops.push_back({op, ms / divisor});
-    backend::reset_op_timers(device);
-    std::sort(ops.begin(), ops.end(), [](const OpTime& x, const OpTime& y) { return x.ms > y.ms; });
-    return ops;
-  };
+  auto harvest = [&](double divisor) { return harvest_op_times(device, divisor); };
   Breakdown b;
   backend::reset_op_timers(device);
   backend::enable_op_timers(device, true);  // the prefill first
@@ -480,17 +471,6 @@ std::string notes(const Plan& s, const std::vector<Row>& rows) {
   return out;
 }
 
-// Rows of "| op | ms | % |" and a total row.
-std::string op_rows(const std::vector<OpTime>& ops) {
-  double total = 0;
-  for (const OpTime& o : ops) total += o.ms;
-  std::string out;
-  for (const OpTime& o : ops)
-    out += fmt::format("| {} | {:.3f} | {:.1f}% |\n", o.op, o.ms, total > 0 ? 100.0 * o.ms / total : 0.0);
-  out += fmt::format("| all ops | {:.3f} | 100% |\n\n", total);
-  return out;
-}
-
 std::string breakdown_table(const Breakdown& b) {
   if (!b.error.empty())
     return fmt::format("\nThe per-op breakdown of {} failed: {}\n", b.model, b.error);
@@ -564,10 +544,15 @@ int run_bench(const BenchArgs& args) {
     plan.levels = args.concurrency;
     if (!args.prompts.empty()) plan.prompt = args.prompts.front();
     if (args.decode > 0) plan.tokens = args.decode;
-    return table(concurrency_table_header(), concurrency_notes(plan),
-                 [&](const std::string& shape, int bits, const Json& config) {
-                   return bench_concurrency(shape, config, bits, s.settings, plan, device.peak_bandwidth);
-                 });
+    plan.breakdown = s.breakdown;
+    std::string breakdowns;
+    const int rc = table(concurrency_table_header(), concurrency_notes(plan),
+                         [&](const std::string& shape, int bits, const Json& config) {
+                           return bench_concurrency(shape, config, bits, s.settings, plan, device.peak_bandwidth,
+                                                    &breakdowns);
+                         });
+    if (!breakdowns.empty()) doc.add(breakdowns);
+    return rc;
   }
   doc.add(head + "\n\n" + table_header(s));
 

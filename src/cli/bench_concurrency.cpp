@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <memory>
 
+#include "backend/graph.h"
 #include "backend/memory.h"
+#include "cli/bench_ops.h"
 #include "cli/model_loading.h"
 #include "core/error.h"
 #include "formats/safetensors.h"
@@ -65,7 +67,14 @@ std::vector<int32_t> prompt_of(int64_t request, int64_t length, int64_t vocab) {
   return p;
 }
 
-Level run_level(runtime::Engine& engine, int64_t n, const ConcurrencyPlan& plan) {
+// Per-op device times of a run's steady steps (every request decoding), per step.
+struct StepOps {
+  std::vector<OpTime> ops;
+  int64_t steps = 0;
+};
+
+// ops: when given, the op timers run over the steps taken while every request decodes.
+Level run_level(runtime::Engine& engine, int64_t n, const ConcurrencyPlan& plan, StepOps* ops = nullptr) {
   const int64_t vocab = engine.model().config().vocab_size;
   const Clock::time_point t0 = Clock::now();
   std::vector<std::shared_ptr<TimedWork>> works;
@@ -79,10 +88,28 @@ Level run_level(runtime::Engine& engine, int64_t n, const ConcurrencyPlan& plan)
   }
   std::vector<double> step_end;  // when each step ended
   std::vector<int64_t> forwards;  // decode forwards so far, at each step's end
+  const Device device = engine.model().device();
+  auto all_decoding = [&] {
+    return std::all_of(works.begin(), works.end(), [&](const auto& w) {
+      return !w->times.empty() && static_cast<int64_t>(w->times.size()) < plan.tokens;
+    });
+  };
+  bool timing = false;
   while (!engine.idle()) {
+    if (ops != nullptr && all_decoding() != timing) {
+      timing = !timing;
+      if (timing) backend::reset_op_timers(device);
+      backend::enable_op_timers(device, timing);
+      if (!timing) ops->ops = harvest_op_times(device, static_cast<double>(std::max<int64_t>(ops->steps, 1)));
+    }
     engine.step();
+    if (timing) ++ops->steps;
     step_end.push_back(seconds_between(t0, Clock::now()));
     forwards.push_back(engine.stats().decode_forwards);
+  }
+  if (timing) {
+    backend::enable_op_timers(device, false);
+    ops->ops = harvest_op_times(device, static_cast<double>(std::max<int64_t>(ops->steps, 1)));
   }
   Level l;
   l.requests = n;
@@ -125,6 +152,37 @@ Level run_level(runtime::Engine& engine, int64_t n, const ConcurrencyPlan& plan)
   return l;
 }
 
+// The largest run again on an engine without graphs, every op dispatched and timed on its own: a
+// table of device ms per op of its steady decode steps. The table follows the model's rows.
+std::string step_breakdown(const std::string& name, int bits, const model::SyntheticCheckpoint& ck,
+                           const Settings& settings, const ConcurrencyPlan& plan) {
+  const int64_t most = *std::max_element(plan.levels.begin(), plan.levels.end());
+  std::fprintf(stderr, "bench: %s %d-bit: per-op breakdown of %lld requests at once, eager\n", name.c_str(), bits,
+               static_cast<long long>(most));
+  try {
+    runtime::EngineOptions options = engine_options(settings, plan.prompt + plan.tokens + 1);
+    options.parallel = most;
+    options.prefix_cache = 0;
+    model::LoadOptions load = load_options(settings, "");
+    load.cuda_graphs = false;
+    runtime::Engine engine(
+        model::load_model(ck.config, formats::WeightStore::from_tensors(ck.tensors), load), options);
+    StepOps ops;
+    const Level l = run_level(engine, most, plan, &ops);
+    std::string out = fmt::format(
+        "\n\nDecode step by op, {} {}-bit, {} requests at once, eager (no graphs): device ms per step, the mean "
+        "of the {} steps in which every request decoded (step {:.2f} ms with the timers)\n\n| op | ms / step | % "
+        "of op time |\n|---|---|---|\n",
+        name, bits, most, ops.steps, l.step_ms);
+    out += op_rows(ops.ops);
+    out += "Device time per op from CUDA events around each op (all calls of an op name summed; an op's events "
+           "include its launch gaps).\n";
+    return out;
+  } catch (const std::exception& e) {
+    return fmt::format("\n\nThe per-op breakdown of {} {}-bit failed: {}\n", name, bits, e.what());
+  }
+}
+
 }  // namespace
 
 std::string concurrency_table_header() {
@@ -136,7 +194,7 @@ std::string concurrency_table_header() {
 
 std::string bench_concurrency(const std::string& name, const Json& config, int bits,
                               const Settings& settings, const ConcurrencyPlan& plan,
-                              double peak_bandwidth) {
+                              double peak_bandwidth, std::string* breakdown) {
   const model::SyntheticCheckpoint ck = model::make_synthetic_checkpoint(config, {.bits = bits});
   std::string out;
   const int64_t most = *std::max_element(plan.levels.begin(), plan.levels.end());
@@ -183,6 +241,8 @@ std::string bench_concurrency(const std::string& name, const Json& config, int b
       out += fmt::format("| {} | {} | {} | failed: {} ||||||||||\n", name, bits, n, why);
     }
   }
+  if (breakdown != nullptr && plan.breakdown && engine.model().device() == Device::kCuda)
+    *breakdown += step_breakdown(name, bits, ck, settings, plan);
   return out;
 }
 
