@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_rows.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/scale_type.h"
 
@@ -217,7 +218,11 @@ void gemm_group(const Tensor& x, std::span<const Weight* const> ws, std::span<co
       continue;
     }
     if (xb == nullptr) xb = activations_bf16(x, T * K);
-    gemm_quantized(xb, T, *ws[i], outs[i]);
+    if (gemm_rows_supported(*ws[i], T)) {
+      gemm_rows(xb, T, *ws[i], outs[i]);  // few rows: the codes straight into the products
+    } else {
+      gemm_quantized(xb, T, *ws[i], outs[i]);
+    }
   }
 }
 

@@ -221,9 +221,10 @@ void matmul_float(const Tensor& x, const Weight& w, const Tensor& out) {
 bool tensor_cores_enabled() { return tuning().gemv_tensor_cores; }
 // The most rows the tensor-core decode kernels take (each row's bits those it gets alone); more go
 // to the GEMM. Not batch-invariant (the tuning's switch off), the GEMM takes more than kGemmRows:
-// its cost is mostly the weights' dequantization, whatever the rows (measured on an H200, 9B 4-bit
-// decode steps: 13.1 ms at 16 sequences against 9.0 ms with the row kernels, 19.8 against 34.5 at
-// 64; even at about 25).
+// up to 64 rows of 4-bit weights on the kernel that dequantizes codes in registers (gemm_rows.cu),
+// beyond that, or for 8-bit weights, through a bf16 copy of the weights, whose cost hardly depends
+// on the rows (measured on an H200, 9B 4-bit decode steps through the copy: 13.1 ms at 16
+// sequences against 9.0 ms with the row kernels, 19.8 against 34.5 at 64; even at about 25).
 constexpr int64_t kGemmRows = 24;
 int64_t invariant_rows() { return tuning().batch_invariant ? kMaxFedRows : kGemmRows; }
 

@@ -122,6 +122,24 @@ TEST_F(CudaGemm, MatchesCpuForEveryGroupSizeAndScaleDtype) {
   }
 }
 
+// Up to 64 rows on 4-bit weights take the kernel that dequantizes codes in registers (gemm_rows.cu):
+// every group size and scale dtype, rows from 1 to 64 (its tile widths 32, 48 and 64 tokens), a
+// ragged last block of weight rows, and K long enough to be split over blocks.
+TEST_F(CudaGemm, FewRowsMatchCpuThroughTheRegisterDequantizingKernel) {
+  const int64_t N = 1000, K = 2048;
+  for (int gs : {32, 64, 128}) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      const QuantizedWeight w = make_weight(N, K, 4, gs, dtype, 75);
+      for (int64_t T : {1, 17, 33, 48, 64}) {
+        const HostTensor x = random_tensor({T, K}, 76 + static_cast<uint32_t>(T));
+        expect_gemm_matches_cpu(x, w,
+                                "group " + std::to_string(gs) + " scales " + std::string(dtype_name(dtype)) +
+                                    " T " + std::to_string(T));
+      }
+    }
+  }
+}
+
 // Activations that start mid-buffer (not 16-byte aligned) take the scalar bf16 conversion.
 TEST_F(CudaGemm, TakesActivationsThatAreNotSixteenByteAligned) {
   const QuantizedWeight w = make_weight(256, 512, 4, 64, DType::kBF16, 80);
