@@ -206,8 +206,9 @@ TEST(AnthropicServer, AStreamSendsAnthropicsEventsInOrderAndBuildsTheSameMessage
       open = d["index"];
     } else if (n[i] == "content_block_stop") {
       EXPECT_EQ(d["index"], open);
-      if (events[i - 1].data["index"] == 0)
+      if (events[i - 1].data["index"] == 0) {
         EXPECT_EQ(events[i - 1].data["delta"]["type"], "signature_delta");
+      }
       open = -1;
     } else {
       EXPECT_TRUE(n[i] == "content_block_delta" || n[i] == "ping") << n[i];
