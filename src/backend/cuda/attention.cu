@@ -1256,30 +1256,43 @@ KvRows kv_rows(const KvBlocks& blocks) {
   return r;
 }
 
-bool attention_rows(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
-                    std::span<const KvBlocks> row_blocks, std::span<const int64_t> kv_bounds, float scale,
-                    int64_t window, const Tensor& out) {
-  const int64_t B = q.dim(0), Hq = q.dim(1), D = q.dim(2), Hkv = k_cache.dim(1);
-  if (B < 2 || B > kRowsMax || D % 32 != 0 || D > 256) return false;
-  const auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
-  if (!aligned(q) || !aligned(k_cache) || !aligned(v_cache) || !aligned(out)) return false;
-  const int64_t capacity = row_blocks[0].capacity(k_cache);
-  for (const KvBlocks& b : row_blocks)
-    if (b.capacity(k_cache) != capacity) return false;
+namespace {
+
+// The launch parameters of T queries of q against the caches through `blocks` (for attention_rows,
+// the first sequence's: each block takes its own sequence's table).
+Params params_of(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                 const Tensor& out, int64_t T, const KvBlocks& blocks, int64_t window, float scale) {
   Params p{};
   p.q = q.as<const float>();
   p.k = k_cache.data;
   p.v = v_cache.data;
   p.positions = positions.as<const int32_t>();
   p.out = out.as<float>();
-  p.T = 1;  // each sequence's own: one query
-  p.Hq = static_cast<int>(Hq);
-  p.Hkv = static_cast<int>(Hkv);
-  p.group = static_cast<int>(Hq / Hkv);
-  p.rows = kv_rows(row_blocks[0]);  // the shift; each sequence's table comes with it
-  p.capacity = static_cast<int>(capacity);
-  p.window = window > 0 && window < INT_MAX ? static_cast<int>(window) : 0;
+  p.T = static_cast<int>(T);
+  p.Hq = static_cast<int>(q.dim(1));
+  p.Hkv = static_cast<int>(k_cache.dim(1));
+  p.group = p.Hq / p.Hkv;
+  p.rows = kv_rows(blocks);
+  p.capacity = static_cast<int>(blocks.capacity(k_cache));
+  p.window = window > 0 && window < INT_MAX ? static_cast<int>(window) : 0;  // beyond any position: none
   p.scale_log2 = scale * kLog2e;
+  return p;
+}
+
+}  // namespace
+
+bool attention_rows(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& positions,
+                    std::span<const KvBlocks> row_blocks, std::span<const int64_t> kv_bounds, float scale,
+                    int64_t window, const Tensor& out) {
+  const int64_t B = q.dim(0), D = q.dim(2);
+  if (B < 2 || B > kRowsMax || D % 32 != 0 || D > 256) return false;
+  const auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
+  if (!aligned(q) || !aligned(k_cache) || !aligned(v_cache) || !aligned(out)) return false;
+  const int64_t capacity = row_blocks[0].capacity(k_cache);
+  for (const KvBlocks& b : row_blocks)
+    if (b.capacity(k_cache) != capacity) return false;
+  // T = 1: each sequence's own query.
+  const Params p = params_of(q, k_cache, v_cache, positions, out, 1, row_blocks[0], window, scale);
   bool ran = false;
   with_cache_type(k_cache, [&](auto c) {
     ran = run_rows_head_dim<decltype(c), 32, 64, 96, 128, 160, 192, 224, 256>(D, p, row_blocks, kv_bounds);
@@ -1315,20 +1328,7 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
     if (misaligned(q) || misaligned(k_cache) || misaligned(v_cache) || misaligned(out))
       throw_cuda_error(cudaErrorMisalignedAddress,
                        "attention: q, caches and out must be 16-byte aligned", __FILE__, __LINE__);
-    Params p{};
-    p.q = q.as<const float>();
-    p.k = k_cache.data;
-    p.v = v_cache.data;
-    p.positions = positions.as<const int32_t>();
-    p.out = out.as<float>();
-    p.T = static_cast<int>(T);
-    p.Hq = static_cast<int>(Hq);
-    p.Hkv = static_cast<int>(Hkv);
-    p.group = static_cast<int>(Hq / Hkv);
-    p.rows = kv_rows(blocks);
-    p.capacity = static_cast<int>(blocks.capacity(k_cache));
-    p.window = win;
-    p.scale_log2 = scale * kLog2e;
+    const Params p = params_of(q, k_cache, v_cache, positions, out, T, blocks, window, scale);
     run_head_dim<C, 32, 64, 96, 128, 160, 192, 224, 256>(D, p, kv_bound);
   });
 }
