@@ -293,17 +293,7 @@ void parse_tool_choice(const Fields& f, ChatCompletionRequest& r) {
                   fmt::format("expected 'auto', 'any', 'tool' or 'none', got '{}'.", *type));
   }
   if (cf.boolean("disable_parallel_tool_use").value_or(false)) r.parallel_tool_calls = false;
-  if (r.tools.is_null() &&
-      (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed))
-    invalid_value("tool_choice", fmt::format("tool_choice '{}' needs 'tools'.", *type));
-  if (r.tool_choice == ToolChoice::kNamed) {
-    bool found = false;
-    for (const auto& tool : r.tools)
-      found = found || tool["function"]["name"] == r.tool_choice_name;
-    if (!found)
-      invalid_value("tool_choice.name",
-                    fmt::format("no tool named '{}' in 'tools'.", r.tool_choice_name));
-  }
+  check_tool_choice(r, fmt::format("'{}'", *type), "tool_choice.name");
 }
 
 // thinking: {type: "enabled", budget_tokens} turns thinking on with that budget (of all output

@@ -257,17 +257,7 @@ void parse_tool_choice(const Fields& f, ChatCompletionRequest& r) {
   } else {
     wrong_type("tool_choice", "a string or an object", *v);
   }
-  if (r.tools.is_null() &&
-      (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed))
-    invalid_value("tool_choice", "tool_choice 'required' or a named function needs 'tools'.");
-  if (r.tool_choice == ToolChoice::kNamed) {
-    bool found = false;
-    for (const auto& tool : r.tools)
-      found = found || tool["function"]["name"] == r.tool_choice_name;
-    if (!found)
-      invalid_value("tool_choice",
-                    fmt::format("no tool named '{}' in 'tools'.", r.tool_choice_name));
-  }
+  check_tool_choice(r, "'required' or a named function", "tool_choice");
 }
 
 // max_thinking_tokens, or its aliases thinking_budget and reasoning.max_tokens (the first given).
@@ -281,6 +271,16 @@ std::optional<int64_t> parse_thinking_budget(const Fields& f) {
 }
 
 }  // namespace
+
+void check_tool_choice(const ChatCompletionRequest& r, std::string_view choice, const std::string& name_param,
+                       std::string_view tool) {
+  if (r.tools.is_null() && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed))
+    invalid_value("tool_choice", fmt::format("tool_choice {} needs 'tools'.", choice));
+  if (r.tool_choice != ToolChoice::kNamed) return;
+  for (const auto& t : r.tools)
+    if (t["function"]["name"] == r.tool_choice_name) return;
+  invalid_value(name_param, fmt::format("no {} named '{}' in 'tools'.", tool, r.tool_choice_name));
+}
 
 ResponseFormat parse_response_format(const OrderedJson& value, const std::string& param) {
   if (!value.is_object()) wrong_type(param, "an object", value);

@@ -103,6 +103,11 @@ struct CompletionRequest {
 // "json_too_large" past a limit.
 OrderedJson parse_body(std::string_view body);
 
+// What a parsed tool_choice asks of the tools (every API's): a required or named choice needs
+// tools, and a named one a tool of that name (else a 400 naming name_param). choice: the choice as
+// the error message names it; tool: what the API calls a tool ("tool", "function").
+void check_tool_choice(const ChatCompletionRequest& r, std::string_view choice, const std::string& name_param,
+                       std::string_view tool = "tool");
 ChatCompletionRequest parse_chat_request(const OrderedJson& body);
 CompletionRequest parse_completion_request(const OrderedJson& body);
 

@@ -355,17 +355,7 @@ void parse_tool_choice(const Fields& f, ResponsesRequest& r) {
   } else {
     wrong_type("tool_choice", "a string or an object", *v);
   }
-  if (c.tools.is_null() &&
-      (c.tool_choice == ToolChoice::kRequired || c.tool_choice == ToolChoice::kNamed))
-    invalid_value("tool_choice", "tool_choice 'required' or a named function needs 'tools'.");
-  if (c.tool_choice == ToolChoice::kNamed) {
-    bool found = false;
-    for (const auto& tool : c.tools)
-      found = found || tool["function"]["name"] == c.tool_choice_name;
-    if (!found)
-      invalid_value("tool_choice.name",
-                    fmt::format("no function named '{}' in 'tools'.", c.tool_choice_name));
-  }
+  check_tool_choice(c, "'required' or a named function", "tool_choice.name", "function");
 }
 
 // reasoning.effort onto thinking: none and minimal off; low, medium and high on with a quarter,
