@@ -62,42 +62,64 @@ struct Params {
   int T, N, K, group_shift, chunks_per_split;
 };
 
-// Copies chunk `c` (k from c · kChunk) of the block's rows and of every token into a stage; rows
-// past N and tokens past T read nothing and land as zeros.
+// This thread's share of a stage's copies, fixed for the kernel: for each piece (16 bytes of a
+// row's codes, or of a token's x) where it lands in a stage and where it starts at k = 0, as
+// offsets (a chunk adds k0 / 8 words of codes, k0 values of x); a row past N or a token past T
+// reads nothing and lands as zeros.
+template <int kTiles>
+struct Copies {
+  static constexpr int kCode = kBlockRows * 2 / kThreads;  // pieces of codes (2 a row)
+  static constexpr int kX = kTiles * 8 * 8 / kThreads;    // pieces of x (8 a token)
+  int code_src[kCode], code_dst[kCode], x_src[kX], x_dst[kX];
+  bool code_in[kCode], x_in[kX];
+};
+
 template <int kTiles, typename S>
-__device__ inline void load_stage(Stage<kTiles>& st, const Params<S>& p, int row0, int c) {
-  const int k0 = c * kChunk;
-  for (int i = threadIdx.x; i < kBlockRows * 2; i += kThreads) {  // 2 x 16 bytes a row
-    const int r = i / 2, half = i % 2, row = row0 + r;
-    const bool in = row < p.N;
-    const uint32_t* src = p.codes + (static_cast<int64_t>(in ? row : 0) * p.K + k0) / 8 + half * 4;
-    copy_async16(st.codes + r * kCodePitch + half * 16, src, in ? 16 : 0);
+__device__ inline Copies<kTiles> copies_of(const Params<S>& p, int row0) {
+  Copies<kTiles> c;
+#pragma unroll
+  for (int j = 0; j < Copies<kTiles>::kCode; ++j) {
+    const int i = threadIdx.x + j * kThreads, r = i / 2, half = i % 2, row = row0 + r;
+    c.code_in[j] = row < p.N;
+    c.code_src[j] = (c.code_in[j] ? row : 0) * (p.K / 8) + half * 4;
+    c.code_dst[j] = r * kCodePitch + half * 16;
   }
-  for (int i = threadIdx.x; i < kTiles * 8 * 8; i += kThreads) {  // 8 x 16 bytes a token
-    const int t = i / 8, piece = i % 8;
-    const bool in = t < p.T;
-    const __nv_bfloat16* src = p.x + static_cast<int64_t>(in ? t : 0) * p.K + k0 + piece * 8;
-    copy_async16(st.x + t * kXPitch + piece * 8, src, in ? 16 : 0);
+#pragma unroll
+  for (int j = 0; j < Copies<kTiles>::kX; ++j) {
+    const int i = threadIdx.x + j * kThreads, t = i / 8, piece = i % 8;
+    c.x_in[j] = t < p.T;
+    c.x_src[j] = (c.x_in[j] ? t : 0) * p.K + piece * 8;
+    c.x_dst[j] = t * kXPitch + piece * 8;
   }
+  return c;
 }
 
-// The scale and bias of this lane's four rows (warp rows g, g + 8, g + 16, g + 24) for the groups
-// of chunk c's k steps: step j's group is (k0 + 16 j) >> group_shift, at most two a chunk (groups
-// of 32); index [row][first or second half of the chunk].
-template <typename S>
-__device__ inline void load_affine(const Params<S>& p, int warp_row0, int c, float (&s)[4][2], float (&b)[4][2]) {
-  const int lane = threadIdx.x % 32, g = lane / 4;
-  const int groups = p.K >> p.group_shift;
+// Copies chunk `c` (k from c · kChunk) of the block's rows and of every token into a stage.
+template <int kTiles, typename S>
+__device__ inline void load_stage(Stage<kTiles>& st, const Params<S>& p, const Copies<kTiles>& cp, int c) {
   const int k0 = c * kChunk;
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int row = min(warp_row0 + g + 8 * r, p.N - 1);
+  for (int j = 0; j < Copies<kTiles>::kCode; ++j)
+    copy_async16(st.codes + cp.code_dst[j], p.codes + cp.code_src[j] + k0 / 8, cp.code_in[j] ? 16 : 0);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t at = static_cast<int64_t>(row) * groups + ((k0 + h * 32) >> p.group_shift);
-      s[r][h] = scale_to_float(__ldg(p.scales + at));
-      b[r][h] = scale_to_float(__ldg(p.biases + at));
-    }
+  for (int j = 0; j < Copies<kTiles>::kX; ++j)
+    copy_async16(st.x + cp.x_dst[j], p.x + cp.x_src[j] + k0, cp.x_in[j] ? 16 : 0);
+}
+
+// The scale and bias of this lane's four rows (warp rows g, g + 8, g + 16, g + 24; their first
+// group at `first`) for chunk c's k steps: step j's group is (k0 + 16 j) >> group_shift, two a
+// chunk for groups of 32, else one; index [row][first or second half of the chunk].
+template <typename S>
+__device__ inline void load_affine(const Params<S>& p, const int (&first)[4], int c, float (&s)[4][2],
+                                   float (&b)[4][2]) {
+  const int g0 = (c * kChunk) >> p.group_shift;
+  const bool two = p.group_shift == 5;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    s[r][0] = scale_to_float(__ldg(p.scales + first[r] + g0));
+    b[r][0] = scale_to_float(__ldg(p.biases + first[r] + g0));
+    s[r][1] = two ? scale_to_float(__ldg(p.scales + first[r] + g0 + 1)) : s[r][0];
+    b[r][1] = two ? scale_to_float(__ldg(p.biases + first[r] + g0 + 1)) : b[r][0];
   }
 }
 
@@ -121,21 +143,25 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_rows_kernel(const Params<S> 
   const int c0 = blockIdx.y * p.chunks_per_split, c1 = min(chunks, c0 + p.chunks_per_split);
 
   float acc[2][kTiles][4] = {};
+  const Copies<kTiles> cp = copies_of<kTiles>(p, row0);
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (c0 + i < c1) load_stage(stages[i], p, row0, c0 + i);
+    if (c0 + i < c1) load_stage(stages[i], p, cp, c0 + i);
     copy_async_commit();
   }
+  int first[4];  // the first group of each of this lane's rows (past N: the last row's)
+#pragma unroll
+  for (int r = 0; r < 4; ++r) first[r] = min(warp_row0 + g + 8 * r, p.N - 1) * (p.K >> p.group_shift);
   float s[4][2], b[4][2];
-  load_affine(p, warp_row0, c0, s, b);
+  load_affine(p, first, c0, s, b);
   for (int c = c0; c < c1; ++c) {
     copy_async_wait<kStages - 2>();
     __syncthreads();  // chunk c landed for every thread; the stage chunk c - 1 used is free
-    if (c + kStages - 1 < c1) load_stage(stages[(c - c0 + kStages - 1) % kStages], p, row0, c + kStages - 1);
+    if (c + kStages - 1 < c1) load_stage(stages[(c - c0 + kStages - 1) % kStages], p, cp, c + kStages - 1);
     copy_async_commit();
     const Stage<kTiles>& st = stages[(c - c0) % kStages];
     float ns[4][2], nb[4][2];  // the next chunk's, in flight during this one
-    if (c + 1 < c1) load_affine(p, warp_row0, c + 1, ns, nb);
+    if (c + 1 < c1) load_affine(p, first, c + 1, ns, nb);
 #pragma unroll
     for (int j = 0; j < kChunk / 16; ++j) {
       const int h = j / 2;  // the chunk's half: its second group when groups are 32
