@@ -27,7 +27,14 @@ bool raw_string(const OJ& s, bool& nullable) {
   if (!s.is_object() || s.contains("$ref") || s.contains("anyOf") || s.contains("oneOf"))
     return false;
   auto t = s.find("type");
-  if (t == s.end()) return false;
+  if (t == s.end()) {
+    // No type: the parser keeps the text as it is, so strings only, written raw (as JSON, the
+    // quotes would be part of the value).
+    if (auto c = s.find("const"); c != s.end()) return c->is_string();
+    auto e = s.find("enum");
+    return e != s.end() && e->is_array() && !e->empty() &&
+           std::all_of(e->begin(), e->end(), [](const OJ& v) { return v.is_string(); });
+  }
   if (t->is_string()) return *t == "string";
   if (!t->is_array()) return false;
   bool string = false;

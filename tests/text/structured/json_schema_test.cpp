@@ -201,5 +201,19 @@ TEST(ToolCallGrammar, AToolWhoseSchemaCannotBeCompiledGetsFreeArguments) {
   EXPECT_FALSE(matches(xml, "\n<function=other>\n</function>\n</tool_call>"));
 }
 
+// A parameter with no type is text the output parser keeps as it is (a string): an enum or const of
+// strings is written raw, as the parser reads it back, not as JSON (whose quotes would stay in the
+// value).
+TEST(ToolCallGrammar, QwenXmlWritesUntypedStringEnumsRaw) {
+  const OJ tools = OJ::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {
+      "type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]},
+      "unit": {"const": "c"}}}}}])");
+  const Grammar xml = tool_call_grammar(tools, ToolCallSyntax::kQwenXml);
+  const std::string end = "</function>\n</tool_call>";
+  EXPECT_TRUE(matches(xml, "\n<function=f>\n<parameter=city>\nOslo\n</parameter>\n" + end));
+  EXPECT_FALSE(matches(xml, "\n<function=f>\n<parameter=city>\n\"Oslo\"\n</parameter>\n" + end));
+  EXPECT_TRUE(matches(xml, "\n<function=f>\n<parameter=unit>\nc\n</parameter>\n" + end));
+}
+
 }  // namespace
 }  // namespace strata::text::structured
