@@ -339,8 +339,7 @@ Sampled sample(Format f, bool single_call, std::mt19937& rng) {
       after_call = true;
     }
     if (!free_step(at_start, after_call)) break;
-    at_start = false;
-    if (!in_call && allowed(c) == std::nullopt) after_call = false;
+    at_start = after_call = false;  // until the next call ends
   }
   if (in_call && only_end(allowed(c))) {
     const std::vector<Call> calls = spelled(f, out.text.substr(call_start));
