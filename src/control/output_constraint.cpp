@@ -2,6 +2,7 @@
 #include "control/output_constraint.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/log.h"
 #include "text/structured/automaton.h"
@@ -9,6 +10,12 @@
 namespace strata::control {
 
 namespace st = text::structured;
+
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+}  // namespace
 
 OutputConstraint::OutputConstraint(ConstraintSettings settings) : s_(std::move(settings)) {
   if (s_.starts_in_reasoning && s_.think_close >= 0) {
@@ -24,16 +31,68 @@ void OutputConstraint::after_reasoning() {
   if (s_.answer) {
     matcher_.emplace(s_.answer);
     phase_ = Phase::kAnswer;
+  } else if (s_.tool_call && s_.bare_call) {
+    phase_ = Phase::kOpening;
   }
 }
 
-void OutputConstraint::open_call(std::string_view rest) {
+void OutputConstraint::after_call() {
+  if (s_.single_call) {
+    phase_ = Phase::kDone;
+  } else {
+    phase_ = s_.call_separators.empty() ? Phase::kFree : Phase::kBetween;
+  }
+}
+
+void OutputConstraint::open_call(std::string_view text) {
   matcher_.emplace(s_.tool_call);
   phase_ = Phase::kCall;
   window_.clear();
-  if (!rest.empty() && !matcher_->advance(rest)) {
+  opening_.clear();
+  if (text.empty()) return;
+  if (!matcher_->advance(text)) {
     log::warn("structured output: a tool call's opening broke its grammar; the call is free");
     phase_ = Phase::kBroken;
+  } else if (matcher_->finished()) {
+    after_call();
+  }
+}
+
+void OutputConstraint::read_free(std::string_view bytes) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const char c = bytes[i];
+    if (phase_ == Phase::kOpening) {
+      if (opening_.empty() && is_space(c)) continue;
+      // A run of whitespace decides nothing its first byte did not: the test skips runs whole.
+      const bool same_run = is_space(c) && is_space(opening_.back());
+      opening_.push_back(c);
+      if (same_run) continue;
+      const std::optional<bool> call = s_.bare_call(opening_);
+      if (!call) continue;
+      if (*call) {
+        open_call(opening_ + std::string(bytes.substr(i + 1)));
+        return;
+      }
+      // Not a call: the answer is free text, read again from its start for an opening tag.
+      phase_ = Phase::kFree;
+      read_free(std::exchange(opening_, std::string()) + std::string(bytes.substr(i + 1)));
+      return;
+    }
+    if (phase_ == Phase::kBetween) {
+      if (s_.call_separators.find(c) != std::string::npos) continue;
+      if (st::Matcher(s_.tool_call).advance(bytes.substr(i, 1))) {
+        open_call(bytes.substr(i));
+        return;
+      }
+      phase_ = Phase::kFree;  // the run of calls is over; this byte is free text
+    }
+    window_.push_back(c);
+    if (window_.size() > s_.call_open.size())
+      window_.erase(0, window_.size() - s_.call_open.size());
+    if (window_ == s_.call_open) {
+      open_call(bytes.substr(i + 1));
+      return;
+    }
   }
 }
 
@@ -77,26 +136,19 @@ void OutputConstraint::on_emitted(int32_t token) {
         log::warn("structured output: token {} broke a tool call's constraint", token);
         phase_ = Phase::kBroken;
       } else if (matcher_->finished()) {
-        phase_ = s_.single_call ? Phase::kDone : Phase::kFree;
+        after_call();
       }
       return;
-    case Phase::kFree: {
+    case Phase::kOpening:
+    case Phase::kFree:
+    case Phase::kBetween: {
       if (!s_.tool_call) return;
       if (token == s_.call_open_id) {
         open_call({});
         return;
       }
       const st::Vocabulary& v = s_.tool_call->vocabulary();
-      if (token < 0 || static_cast<size_t>(token) >= v.size()) return;
-      const std::string& bytes = v.bytes(token);
-      for (size_t i = 0; i < bytes.size(); ++i) {
-        window_.push_back(bytes[i]);
-        if (window_.size() > s_.call_open.size()) window_.erase(0, window_.size() - s_.call_open.size());
-        if (window_ == s_.call_open) {
-          open_call(std::string_view(bytes).substr(i + 1));
-          return;
-        }
-      }
+      if (token >= 0 && static_cast<size_t>(token) < v.size()) read_free(v.bytes(token));
       return;
     }
     default:
@@ -104,12 +156,13 @@ void OutputConstraint::on_emitted(int32_t token) {
   }
 }
 
-ConstraintCache::ConstraintCache(const text::Tokenizer& tokenizer, size_t capacity)
-    : tokenizer_(tokenizer), capacity_(capacity) {}
+ConstraintCache::ConstraintCache(const text::Tokenizer& tokenizer, size_t capacity,
+                                 std::vector<std::string> writable_special)
+    : tokenizer_(tokenizer), capacity_(capacity), writable_special_(std::move(writable_special)) {}
 
 std::shared_ptr<const st::Vocabulary> ConstraintCache::vocabulary() {
   std::lock_guard lock(mutex_);
-  if (!vocabulary_) vocabulary_ = st::Vocabulary::from_tokenizer(tokenizer_);
+  if (!vocabulary_) vocabulary_ = st::Vocabulary::from_tokenizer(tokenizer_, writable_special_);
   return vocabulary_;
 }
 

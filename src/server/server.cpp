@@ -99,6 +99,33 @@ HttpResponse library_error(int status, const std::string& why, const std::string
   return error_response(ApiError(status, why), format);
 }
 
+// The grammar syntax of the tool calls a template writes; nullopt when it writes none.
+std::optional<text::structured::ToolCallSyntax> tool_call_syntax(
+    const text::chat::ChatTemplate& chat_template) {
+  using text::chat::ToolCallFormat;
+  using text::structured::ToolCallSyntax;
+  switch (chat_template.tool_call_format()) {
+    case ToolCallFormat::kHermes:
+      return ToolCallSyntax::kHermes;
+    case ToolCallFormat::kQwen3Xml:
+      return ToolCallSyntax::kQwenXml;
+    case ToolCallFormat::kLlama3:
+      return ToolCallSyntax::kLlama3;
+    case ToolCallFormat::kMistral:
+      return chat_template.writes_mistral_args() ? ToolCallSyntax::kMistralArgs
+                                                 : ToolCallSyntax::kMistralList;
+    case ToolCallFormat::kNone:
+      break;
+  }
+  return std::nullopt;
+}
+
+// The special tokens this template's constrained tool calls write (Mistral's [ARGS]).
+std::vector<std::string> call_special_tokens(const text::chat::ChatTemplate& chat_template) {
+  const auto syntax = tool_call_syntax(chat_template);
+  return syntax ? text::structured::tool_call_special_tokens(*syntax) : std::vector<std::string>{};
+}
+
 uint64_t random_seed() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -125,7 +152,7 @@ struct Server::Impl {
         queue(m.engine, options.max_concurrency),
         responses_store(static_cast<size_t>(options.settings.responses_store),
                         static_cast<size_t>(options.settings.responses_store_mib) << 20),
-        constraints(m.tokenizer) {
+        constraints(m.tokenizer, 32, call_special_tokens(m.chat_template)) {
     eos_ids = model.tokenizer.eos_ids();
     for (int32_t id : model.engine.model().config().eos_token_ids)
       if (std::find(eos_ids.begin(), eos_ids.end(), id) == eos_ids.end()) eos_ids.push_back(id);
@@ -494,7 +521,8 @@ struct Server::Impl {
   // The structured output a chat asks for, compiled against this model's vocabulary (cached by
   // schema): the answer's shape (response_format, strata_grammar), or, with tools offered and a
   // template whose calls strata can constrain, the shape of each tool call. nullopt: none.
-  // An unsupported or malformed schema is a 400 naming the field.
+  // An unsupported or malformed answer schema or grammar is a 400 naming the field; the tools are
+  // never one (a tool whose schema cannot be compiled gets free arguments).
   std::optional<control::ConstraintSettings> output_constraint(
       const ChatCompletionRequest& r, const OrderedJson& tools, const text::chat::ParserConfig& parser,
       const std::vector<int32_t>& end_ids) {
@@ -526,24 +554,28 @@ struct Server::Impl {
                   "invalid_json_schema");
     }
     using text::chat::ToolCallFormat;
-    if (!s.answer && !tools.is_null() &&
-        (parser.tool_format == ToolCallFormat::kHermes ||
-         parser.tool_format == ToolCallFormat::kQwen3Xml)) {
-      const auto syntax = parser.tool_format == ToolCallFormat::kHermes
-                              ? st::ToolCallSyntax::kHermes
-                              : st::ToolCallSyntax::kQwenXml;
+    const std::optional<st::ToolCallSyntax> syntax = tool_call_syntax(model.chat_template);
+    if (!s.answer && !tools.is_null() && parser.tool_format != ToolCallFormat::kNone && syntax) {
+      st::ToolCallOptions call_options;
+      call_options.single_call = !r.parallel_tool_calls;
       try {
-        s.tool_call = constraints.get(
-            fmt::format("tools {} {}", static_cast<int>(syntax), tools.dump()),
-            [&] { return st::tool_call_grammar(tools, syntax); });
+        s.tool_call =
+            constraints.get(fmt::format("tools {} {} {}", static_cast<int>(*syntax),
+                                        call_options.single_call, tools.dump()),
+                            [&] { return st::tool_call_grammar(tools, *syntax, call_options); });
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::kInvalidInput && e.kind() != ErrorKind::kUnsupported) throw;
-        bad_request("tools", fmt::format("Invalid tool parameters schema: {}.", e.what()),
-                    "invalid_json_schema");
+        // Schemas that cannot be compiled only free their tools' arguments; this is a syntax no
+        // tool's name can be written in (Mistral's NAME[ARGS] and a name such as "read file").
+        log::warn("tool calls left unconstrained: {}", e.what());
       }
-      s.call_open = "<tool_call>";
+      s.call_open = std::string(text::chat::tool_call_tag(parser.tool_format));
       s.call_open_id = model.tokenizer.token_id(s.call_open).value_or(-1);
       s.single_call = !r.parallel_tool_calls;
+      if (parser.tool_format == ToolCallFormat::kLlama3) {  // calls also written as bare JSON
+        s.bare_call = text::chat::opens_llama3_call;
+        s.call_separators = text::chat::kLlama3CallSeparators;
+      }
     }
     if (!s.answer && !s.tool_call) return std::nullopt;
     s.end_ids = end_ids;

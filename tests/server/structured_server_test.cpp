@@ -1,8 +1,11 @@
 // Structured output through the HTTP server: response_format json_object and json_schema (chat's
-// shape), the strata_grammar field, and bad schemas answered with a 400 in OpenAI's error shape.
+// shape), the strata_grammar field, bad schemas answered with a 400 in OpenAI's error shape, and
+// tool calls constrained in the real Llama 3 and Mistral templates' formats (a call to a tool the
+// request did not declare bent into a declared one; tool_choice and parallel_tool_calls).
 #include <gtest/gtest.h>
 
 #include "test_server.h"
+#include "text/chat/chat_template.h"
 
 namespace strata::test {
 namespace {
@@ -120,6 +123,178 @@ TEST(StructuredServer, BadSchemasAreA400InOpenAisShape) {
                        {"function", {{"name", "f"}, {"parameters", {{"type", "object"}, {"not", Json::object()}}}}}}};
   const HttpResult r = s.post("/v1/chat/completions", chat_body("x", {{"tools", tools}}));
   EXPECT_EQ(r.status, 200) << r.body;
+}
+
+// ---- Tool calls in the Llama 3 and Mistral templates' formats (Qwen3's vocabulary, where the
+// tags are plain text: each call opens where the text of its tag ends). ----
+
+const Json kCityTools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+  "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}},
+  "required": ["city"], "additionalProperties": false}}}])");
+
+struct ToolTemplate {
+  std::string file;  // in the shared fixtures' chat-templates/templates/
+  // The format's text of get_weather(Paris); of get_time(Rome), a tool the request does not
+  // declare with a city get_weather does not allow; of get_weather(Paris) then get_weather(Oslo)
+  // (in a list, a space keeps the first call's last token apart from the comma: a token of both
+  // would be refused when one call is allowed, and the mask would bend the call's end).
+  std::string one_call, undeclared, two_calls;
+};
+
+const std::vector<ToolTemplate> kToolTemplates = {
+    {"meta-llama-Llama-3.1-8B-Instruct.jinja",
+     R"({"name": "get_weather", "parameters": {"city": "Paris"}})",
+     R"({"name": "get_time", "parameters": {"city": "Rome"}})",
+     R"({"name": "get_weather", "parameters": {"city": "Paris"}}; )"
+     R"({"name": "get_weather", "parameters": {"city": "Oslo"}})"},
+    {"mistralai-Mistral-Nemo-Instruct-2407.jinja",
+     R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}])",
+     R"([TOOL_CALLS][{"name": "get_time", "arguments": {"city": "Rome"}}])",
+     R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}} , )"
+     R"({"name": "get_weather", "arguments": {"city": "Oslo"}}])"},
+    {"Mistral-Small-3.2-24B-Instruct-2506.jinja",
+     R"([TOOL_CALLS]get_weather[ARGS]{"city": "Paris"})",
+     R"([TOOL_CALLS]get_time[ARGS]{"city": "Rome"})",
+     R"([TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"})"},
+};
+
+std::string template_path(const ToolTemplate& t) {
+  return shared_fixture("chat-templates/templates/" + t.file);
+}
+
+// The scripted model counts its place from the end of its first forward call, so the prompt
+// (Mistral Small's default system prompt makes it 560 tokens) is prefilled in one.
+const runtime::EngineOptions kWholePrompt{.context_size = 2048, .prefill_chunk = 2048};
+
+// A server of `t`'s template whose model writes `text`, then ends.
+std::unique_ptr<TestServer> tool_server(const ToolTemplate& t, const std::string& text) {
+  const text::Tokenizer& tok = qwen3_tokenizer();
+  ReplyModel::Script script;
+  script.tokens = tok.encode(text);
+  script.end_id = *tok.token_id("<|im_end|>");
+  return std::make_unique<TestServer>(std::make_unique<ReplyModel>(tok.vocab_size(), script),
+                                      server::ServerOptions{}, kWholePrompt, template_path(t));
+}
+
+Json tool_calls_of(const HttpResult& r) {
+  return Json::parse(r.body)["choices"][0]["message"]["tool_calls"];
+}
+
+// The model calls a tool the request does not declare, with a city the schema does not allow; the
+// mask bends it (the scripted model then picks the lowest allowed id, and as a list's ',' comes
+// before its ']', one call is asked for, so that a Mistral list ends).
+TEST(StructuredServer, ToolCallsInLlama3AndMistralFormatsNameADeclaredTool) {
+  for (const ToolTemplate& t : kToolTemplates) {
+    const auto s = tool_server(t, t.undeclared);
+    for (bool stream : {false, true}) {
+      const HttpResult r = s->post("/v1/chat/completions",
+                                   chat_body("Weather in Paris?", {{"tools", kCityTools},
+                                                                   {"temperature", 0},
+                                                                   {"max_tokens", 200},
+                                                                   {"parallel_tool_calls", false},
+                                                                   {"stream", stream}}));
+      ASSERT_EQ(r.status, 200) << t.file << " " << r.body;
+      Json calls;
+      std::string finish;
+      if (stream) {
+        const Streamed st = read_stream(r);
+        calls = st.tool_calls, finish = st.finish_reason;
+      } else {
+        calls = tool_calls_of(r), finish = Json::parse(r.body)["choices"][0]["finish_reason"];
+      }
+      EXPECT_EQ(finish, "tool_calls") << t.file << " " << r.body;
+      ASSERT_EQ(calls.size(), 1u) << t.file << " " << r.body;
+      EXPECT_EQ(calls[0]["function"]["name"], "get_weather") << t.file;
+      const Json args = Json::parse(calls[0]["function"]["arguments"].get<std::string>());
+      EXPECT_TRUE(args == Json({{"city", "Paris"}}) || args == Json({{"city", "Oslo"}}))
+          << t.file << " " << args.dump();
+    }
+    // Without tools nothing is constrained: the same text is content.
+    const HttpResult plain = s->post("/v1/chat/completions", chat_body("Weather in Paris?"));
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    EXPECT_NE(Json::parse(plain.body)["choices"][0]["message"]["content"].get<std::string>().find(
+                  "get_time"),
+              std::string::npos)
+        << t.file;
+  }
+}
+
+TEST(StructuredServer, ParallelToolCallsFalseGivesOneCallInLlama3AndMistralFormats) {
+  for (const ToolTemplate& t : kToolTemplates) {
+    const auto s = tool_server(t, t.two_calls);
+    for (bool parallel : {true, false}) {
+      const HttpResult r = s->post(
+          "/v1/chat/completions",
+          chat_body(
+              "Weather in Paris and Oslo?",
+              {{"tools", kCityTools}, {"temperature", 0}, {"parallel_tool_calls", parallel}}));
+      ASSERT_EQ(r.status, 200) << r.body;
+      const Json calls = tool_calls_of(r);
+      ASSERT_EQ(calls.size(), parallel ? 2u : 1u) << t.file << " " << r.body;
+      EXPECT_EQ(Json::parse(calls[0]["function"]["arguments"].get<std::string>()),
+                Json({{"city", "Paris"}}))
+          << t.file;
+      const size_t all = qwen3_tokenizer().encode(t.two_calls).size();
+      const size_t one = qwen3_tokenizer().encode(t.one_call).size();
+      const size_t used = Json::parse(r.body)["usage"]["completion_tokens"];
+      if (parallel) {
+        EXPECT_EQ(used, all) << t.file;
+      } else {
+        EXPECT_LE(used, one) << t.file << " " << r.body;  // ended with the first call
+      }
+    }
+  }
+}
+
+// tool_choice "required" or named: the template's opening is forced, the model writes the rest,
+// and the constraint takes the call from the opening on.
+TEST(StructuredServer, ToolChoiceForcesACallInLlama3AndMistralFormats) {
+  const text::Tokenizer& tok = qwen3_tokenizer();
+  const Json named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  for (const ToolTemplate& t : kToolTemplates) {
+    const text::chat::ChatTemplate chat =
+        text::chat::ChatTemplate::load(qwen3_dir(), template_path(t));
+    for (const Json& choice : {Json("required"), named}) {
+      const std::string opening = chat.tool_call_opening(choice.is_string() ? "" : "get_weather");
+      // A model that would answer in prose: the opening replaces its first token, and it goes
+      // on with the rest of the call.
+      const std::string& call = t.one_call;
+      ASSERT_TRUE(call.starts_with(opening)) << opening << " / " << call;
+      ReplyModel::Script script;
+      script.tokens = tok.encode("It is sunny.");
+      script.tokens.resize(tok.encode(opening).size());
+      const std::vector<int32_t> rest = tok.encode(call.substr(opening.size()));
+      script.tokens.insert(script.tokens.end(), rest.begin(), rest.end());
+      script.end_id = *tok.token_id("<|im_end|>");
+      TestServer s(std::make_unique<ReplyModel>(tok.vocab_size(), script), {}, kWholePrompt,
+                   template_path(t));
+      const HttpResult r =
+          s.post("/v1/chat/completions",
+                 chat_body("Weather in Paris?",
+                           {{"tools", kCityTools}, {"tool_choice", choice}, {"temperature", 0}}));
+      ASSERT_EQ(r.status, 200) << r.body;
+      const Json calls = tool_calls_of(r);
+      ASSERT_EQ(calls.size(), 1u) << t.file << " " << choice << " " << r.body;
+      EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+      EXPECT_EQ(Json::parse(calls[0]["function"]["arguments"].get<std::string>()),
+                Json({{"city", "Paris"}}))
+          << t.file << " " << choice;
+    }
+  }
+}
+
+// A NAME[ARGS] call cannot name a tool called "read file" (the parser stops a name at the space):
+// with no tool it can name, calls are left free rather than the request refused.
+TEST(StructuredServer, ToolsNoMistralArgsCallCanNameLeaveCallsFree) {
+  const ToolTemplate& small = kToolTemplates.back();
+  ASSERT_EQ(small.file, "Mistral-Small-3.2-24B-Instruct-2506.jinja");
+  const auto s = tool_server(small, "[TOOL_CALLS]read file[ARGS]{}");
+  const Json tools = {{{"type", "function"}, {"function", {{"name", "read file"}}}}};
+  const HttpResult r = s->post("/v1/chat/completions",
+                               chat_body("Read it.", {{"tools", tools}, {"temperature", 0}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["choices"][0]["message"]["content"],
+            "[TOOL_CALLS]read file[ARGS]{}");
 }
 
 }  // namespace

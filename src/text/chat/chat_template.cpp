@@ -155,6 +155,9 @@ std::string ChatTemplate::tool_call_opening(std::string_view name) const {
   return chat::tool_call_opening(impl_->tool_format, name, impl_->mistral_args);
 }
 
+ToolCallFormat ChatTemplate::tool_call_format() const { return impl_->tool_format; }
+bool ChatTemplate::writes_mistral_args() const { return impl_->mistral_args; }
+
 const std::string& ChatTemplate::source() const { return impl_->main.source; }
 const std::string& ChatTemplate::origin() const { return impl_->origin; }
 const SpecialTokens& ChatTemplate::special_tokens() const { return impl_->tokens; }

@@ -83,6 +83,10 @@ class ChatTemplate {
 
   // tool_call_opening() in this template's tool-call format: empty when it has none.
   std::string tool_call_opening(std::string_view name) const;
+  // The tool-call format its text implies (detect_tool_call_format), and for kMistral whether it
+  // writes the later form, [TOOL_CALLS]NAME[ARGS]{...}.
+  ToolCallFormat tool_call_format() const;
+  bool writes_mistral_args() const;
 
   const std::string& source() const;  // the default template's text
   const std::string& origin() const;  // where it came from: a file path, "gguf:<path>", "fallback"

@@ -95,6 +95,33 @@ std::string tool_call_opening(ToolCallFormat format, std::string_view name, bool
   return "";
 }
 
+std::string_view tool_call_tag(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+    case ToolCallFormat::kQwen3Xml:
+      return kToolCallOpen;
+    case ToolCallFormat::kLlama3:
+      return kPythonTag;
+    case ToolCallFormat::kMistral:
+      return kMistralCalls;
+    case ToolCallFormat::kNone:
+      break;
+  }
+  return {};
+}
+
+std::optional<bool> opens_llama3_call(std::string_view text) {
+  switch (detail::match_llama_call_start(text)) {
+    case detail::PrefixMatch::kYes:
+      return true;
+    case detail::PrefixMatch::kNo:
+      return false;
+    case detail::PrefixMatch::kPrefix:
+      break;
+  }
+  return std::nullopt;
+}
+
 ReasoningTags detect_reasoning_tags(std::string_view source) {
   if (source.find("[THINK]") != std::string_view::npos) return ReasoningTags{"[THINK]", "[/THINK]"};
   return ReasoningTags{};
@@ -162,20 +189,7 @@ std::vector<std::string_view> OutputParser::markers() const {
     tags.push_back(config_.reasoning_tags.open);
   }
   if (mode_ == Mode::kReasoning) tags.push_back(config_.reasoning_tags.close);
-  switch (config_.tool_format) {
-    case ToolCallFormat::kHermes:
-    case ToolCallFormat::kQwen3Xml:
-      tags.push_back(kToolCallOpen);
-      break;
-    case ToolCallFormat::kMistral:
-      tags.push_back(kMistralCalls);
-      break;
-    case ToolCallFormat::kLlama3:
-      tags.push_back(kPythonTag);
-      break;
-    case ToolCallFormat::kNone:
-      break;
-  }
+  tags.push_back(tool_call_tag(config_.tool_format));
   std::erase_if(tags, [](std::string_view t) { return t.empty(); });
   return tags;
 }
@@ -352,7 +366,7 @@ bool OutputParser::step_json_calls(bool at_end, ParsedDelta& delta) {
     }
     return true;
   };
-  const size_t start = buffer_.find_first_not_of(" \t\r\n;");
+  const size_t start = buffer_.find_first_not_of(kLlama3CallSeparators);
   if (start == std::string::npos) {
     if (!at_end) return false;
     buffer_.clear();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,17 @@ ToolCallFormat detect_tool_call_format(std::string_view template_source);
 // mistral_args: the template writes Mistral's later form, [TOOL_CALLS]NAME[ARGS]{...}. Empty for
 // kNone.
 std::string tool_call_opening(ToolCallFormat format, std::string_view name, bool mistral_args);
+
+// The tag that opens a call in `format`: <tool_call>, <|python_tag|> (Llama 3 also writes a call
+// with no tag, as bare JSON that opens its answer) or [TOOL_CALLS]. Empty for kNone.
+std::string_view tool_call_tag(ToolCallFormat format);
+
+// Whether an answer's text, its leading whitespace dropped, opens a Llama 3 call written as bare
+// JSON, as the parser decides it: `{"name"` or `{"type": "function", "name"`, any whitespace
+// between the tokens. nullopt while the text could still go either way.
+std::optional<bool> opens_llama3_call(std::string_view text);
+// What may come between Llama 3 calls that follow one another: whitespace and ';'.
+inline constexpr std::string_view kLlama3CallSeparators = " \t\r\n;";
 
 struct ReasoningTags {
   std::string open = "<think>";

@@ -1,9 +1,11 @@
-// Tool-call grammars over the declared tools.
+// Tool-call grammars over the declared tools, one per call syntax.
 #include "text/structured/tool_call_grammar.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +29,14 @@ bool raw_string(const OJ& s, bool& nullable) {
   if (!s.is_object() || s.contains("$ref") || s.contains("anyOf") || s.contains("oneOf"))
     return false;
   auto t = s.find("type");
-  if (t == s.end()) return false;
+  if (t == s.end()) {
+    // No type: the parser keeps the text as it is, so strings only, written raw (as JSON, the
+    // quotes would be part of the value).
+    if (auto c = s.find("const"); c != s.end()) return c->is_string();
+    auto e = s.find("enum");
+    return e != s.end() && e->is_array() && !e->empty() &&
+           std::all_of(e->begin(), e->end(), [](const OJ& v) { return v.is_string(); });
+  }
   if (t->is_string()) return *t == "string";
   if (!t->is_array()) return false;
   bool string = false;
@@ -96,45 +105,164 @@ Rule free_xml_call(Grammar& g, const std::string& name) {
                      ref(g.literal("</function>\n</tool_call>"))});
 }
 
-Rule hermes_call(Grammar& g, const std::string& name, const OJ& params, Rule ws,
-                 const JsonSchemaOptions& o) {
+// What every syntax but the XML one is built of: whitespace between tokens (bounded, as in a JSON
+// schema's text) and literals.
+struct Pieces {
+  Grammar& g;
+  Rule ws;
+  Grammar::Item lit(std::string_view s) const { return ref(g.literal(s)); }
+  Grammar::Item space() const { return ref(ws); }
+};
+
+// The rule of a tool's arguments: its parameters schema, or any object when it has none or the
+// schema cannot be compiled (the rules a failed compile added are unreachable).
+Rule arguments(Grammar& g, const std::string& name, const OJ& params, const JsonSchemaOptions& o) {
   static const OJ kAnyObject = {{"type", "object"}};
   const OJ& schema = params.is_object() ? params : kAnyObject;
-  auto lit = [&](std::string_view s) { return ref(g.literal(s)); };
-  return g.sequence({ref(ws), lit("{"), ref(ws), lit("\"name\""), ref(ws), lit(":"), ref(ws),
-                     lit(OJ(name).dump()), ref(ws), lit(","), ref(ws), lit("\"arguments\""),
-                     ref(ws), lit(":"), ref(ws), ref(add_json_schema(g, schema, schema, o)),
-                     ref(ws), lit("}"), ref(ws), lit("</tool_call>")});
+  try {
+    return add_json_schema(g, schema, schema, o);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kUnsupported && e.kind() != ErrorKind::kInvalidInput) throw;
+    // An agent's tool with a 512K maxLength, a keyword not supported: calls still name the tool
+    // and parse.
+    log::debug("tool '{}': arguments left free in constrained calls: {}", name, e.what());
+    return add_json_schema(g, kAnyObject, kAnyObject, o);
+  }
+}
+
+// The nine-character call id Mistral's templates write.
+Rule mistral_call_id(Grammar& g) { return compile_regex(g, "[A-Za-z0-9]{9}", RegexMode::kRaw); }
+
+// What a syntax's calls hold besides the name and the arguments.
+struct CallForm {
+  Rule key = 0;                 // the arguments' key: "arguments" (Llama 3: or "parameters")
+  std::optional<Rule> head;     // between the brace and "name": Llama 3's "type": "function",
+  std::optional<Rule> tail;     // after the arguments: Mistral's "id": "..."
+  std::optional<Rule> call_id;  // before [ARGS]: Mistral's [CALL_ID]...
+};
+
+CallForm call_form(const Pieces& p, ToolCallSyntax syntax) {
+  Grammar& g = p.g;
+  CallForm f;
+  f.key = g.literal("\"arguments\"");
+  switch (syntax) {
+    case ToolCallSyntax::kLlama3:
+      f.key = g.choice({g.literal("\"parameters\""), f.key});
+      f.head = g.repeat(g.sequence({p.lit("\"type\""), p.space(), p.lit(":"), p.space(),
+                                    p.lit("\"function\""), p.space(), p.lit(","), p.space()}),
+                        0, 1);
+      break;
+    case ToolCallSyntax::kMistralList:
+      f.tail = g.repeat(
+          g.sequence({p.space(), p.lit(","), p.space(), p.lit("\"id\""), p.space(), p.lit(":"),
+                      p.space(), p.lit("\""), ref(mistral_call_id(g)), p.lit("\"")}),
+          0, 1);
+      break;
+    case ToolCallSyntax::kMistralArgs:
+      f.call_id = g.repeat(g.sequence({p.lit("[CALL_ID]"), ref(mistral_call_id(g))}), 0, 1);
+      break;
+    default:
+      break;
+  }
+  return f;
+}
+
+// {"name": NAME, KEY: ARGUMENTS}, with the form's head and tail.
+Rule json_call(const Pieces& p, const CallForm& f, const std::string& name, Rule args) {
+  std::vector<Grammar::Item> items = {p.lit("{"), p.space()};
+  if (f.head) items.push_back(ref(*f.head));
+  for (Grammar::Item item :
+       {p.lit("\"name\""), p.space(), p.lit(":"), p.space(), p.lit(OJ(name).dump()), p.space(),
+        p.lit(","), p.space(), ref(f.key), p.space(), p.lit(":"), p.space(), ref(args)})
+    items.push_back(item);
+  if (f.tail) items.push_back(ref(*f.tail));
+  items.push_back(p.space());
+  items.push_back(p.lit("}"));
+  return p.g.sequence(std::move(items));
+}
+
+// A name the parser reads whole in a NAME[ARGS] call.
+bool mistral_name(const std::string& name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+// One tool's call; nullopt when the syntax cannot name it.
+std::optional<Rule> one_call(const Pieces& p, const CallForm& f, ToolCallSyntax syntax,
+                             const std::string& name, const OJ& params,
+                             const JsonSchemaOptions& o) {
+  Grammar& g = p.g;
+  switch (syntax) {
+    case ToolCallSyntax::kQwenXml:
+      try {
+        return xml_call(g, name, params, o);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kUnsupported && e.kind() != ErrorKind::kInvalidInput) throw;
+        log::debug("tool '{}': arguments left free in constrained calls: {}", name, e.what());
+        return free_xml_call(g, name);
+      }
+    case ToolCallSyntax::kMistralArgs:
+      if (!mistral_name(name)) {
+        log::debug("tool '{}': its name cannot be written in a [TOOL_CALLS]NAME[ARGS] call", name);
+        return std::nullopt;
+      }
+      return g.sequence({p.lit(name), ref(*f.call_id), p.lit("[ARGS]"), p.space(),
+                         ref(arguments(g, name, params, o))});
+    default:
+      return json_call(p, f, name, arguments(g, name, params, o));
+  }
+}
+
+// The whole grammar around `call` (any declared tool's): what comes before and after a call, and
+// for a Mistral list the list of calls.
+Rule around(const Pieces& p, ToolCallSyntax syntax, Rule call, bool single_call) {
+  Grammar& g = p.g;
+  switch (syntax) {
+    case ToolCallSyntax::kHermes:
+      return g.sequence({p.space(), ref(call), p.space(), p.lit("</tool_call>")});
+    case ToolCallSyntax::kQwenXml:
+      return call;
+    case ToolCallSyntax::kLlama3:
+    case ToolCallSyntax::kMistralArgs:
+      return g.sequence({p.space(), ref(call)});
+    case ToolCallSyntax::kMistralList: {
+      const Rule more = g.repeat(g.sequence({p.space(), p.lit(","), p.space(), ref(call)}), 0,
+                                 single_call ? 0 : -1);
+      return g.sequence(
+          {p.space(), p.lit("["), p.space(), ref(call), ref(more), p.space(), p.lit("]")});
+    }
+  }
+  return call;
 }
 
 }  // namespace
 
-Grammar tool_call_grammar(const OJ& tools, ToolCallSyntax syntax, const JsonSchemaOptions& o) {
+Grammar tool_call_grammar(const OJ& tools, ToolCallSyntax syntax, const ToolCallOptions& options) {
   check(tools.is_array() && !tools.empty(), ErrorKind::kInvalidInput, "tool-call grammar: no tools");
   Grammar g;
   ByteSet space;
   for (char c : std::string_view(" \t\n\r")) space.add(static_cast<uint8_t>(c));
-  const Rule ws = g.repeat(g.sequence({g.bytes(space)}), 0, o.max_whitespace);
+  const Pieces p{g, g.repeat(g.sequence({g.bytes(space)}), 0, options.json.max_whitespace)};
+  const CallForm form = call_form(p, syntax);
   std::vector<Rule> calls;
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const OJ& fn = tools[i].contains("function") ? tools[i]["function"] : tools[i];
+  for (const OJ& tool : tools) {
+    const OJ& fn = tool.contains("function") ? tool["function"] : tool;
     const std::string name = fn.value("name", std::string());
     const OJ params = fn.contains("parameters") ? fn["parameters"] : OJ(nullptr);
-    try {
-      calls.push_back(syntax == ToolCallSyntax::kQwenXml ? xml_call(g, name, params, o)
-                                                         : hermes_call(g, name, params, ws, o));
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kUnsupported && e.kind() != ErrorKind::kInvalidInput) throw;
-      // A schema this cannot compile (an agent's tool with a 512K maxLength, a keyword not
-      // supported) still gets calls that name the tool and parse: its arguments are left free.
-      // The rules its failed compile added are unreachable.
-      log::debug("tool '{}': arguments left free in constrained calls: {}", name, e.what());
-      calls.push_back(syntax == ToolCallSyntax::kQwenXml ? free_xml_call(g, name)
-                                                         : hermes_call(g, name, OJ(nullptr), ws, o));
-    }
+    if (std::optional<Rule> call = one_call(p, form, syntax, name, params, options.json))
+      calls.push_back(*call);
   }
-  g.set_root(calls.size() == 1 ? calls[0] : g.choice(calls));
+  check(!calls.empty(), ErrorKind::kUnsupported,
+        "no tool's name can be written in a [TOOL_CALLS]NAME[ARGS] call");
+  g.set_root(
+      around(p, syntax, calls.size() == 1 ? calls[0] : g.choice(calls), options.single_call));
   return g;
+}
+
+std::vector<std::string> tool_call_special_tokens(ToolCallSyntax syntax) {
+  if (syntax == ToolCallSyntax::kMistralArgs) return {"[ARGS]", "[CALL_ID]"};
+  return {};
 }
 
 }  // namespace strata::text::structured

@@ -80,7 +80,8 @@ std::string token_bytes(const Tokenizer& tokenizer, int32_t id, bool byte_level)
   return out;
 }
 
-std::shared_ptr<const Vocabulary> Vocabulary::from_tokenizer(const Tokenizer& tokenizer) {
+std::shared_ptr<const Vocabulary> Vocabulary::from_tokenizer(
+    const Tokenizer& tokenizer, const std::vector<std::string>& writable_special) {
   // Byte-level vocabularies (GPT-2, Qwen, Llama 3) spell a space as "Ġ".
   const std::optional<int32_t> space = tokenizer.token_id("\xC4\xA0");
   const bool byte_level =
@@ -91,7 +92,10 @@ std::shared_ptr<const Vocabulary> Vocabulary::from_tokenizer(const Tokenizer& to
   for (size_t id = 0; id < n; ++id) {
     const auto i = static_cast<int32_t>(id);
     if (tokenizer.is_special(i)) {
-      excluded[id] = true;
+      const std::string text = tokenizer.id_to_piece(i);
+      excluded[id] = std::find(writable_special.begin(), writable_special.end(), text) ==
+                     writable_special.end();
+      if (!excluded[id]) bytes[id] = text;
       continue;
     }
     if (!tokenizer.has_token(i)) {

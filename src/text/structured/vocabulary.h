@@ -26,7 +26,10 @@ class Vocabulary {
   // bytes[id]: the token's text; excluded[id]: never produced by a constraint's text (special
   // tokens: an end of generation is allowed separately, when the text is complete).
   Vocabulary(std::vector<std::string> bytes, std::vector<bool> excluded);
-  static std::shared_ptr<const Vocabulary> from_tokenizer(const Tokenizer& tokenizer);
+  // Special tokens are excluded, except those whose text is in `writable_special` (markup a
+  // constraint's text contains, such as Mistral's [ARGS] inside a tool call).
+  static std::shared_ptr<const Vocabulary> from_tokenizer(
+      const Tokenizer& tokenizer, const std::vector<std::string>& writable_special = {});
 
   size_t size() const { return bytes_.size(); }
   size_t words() const { return (bytes_.size() + 31) / 32; }  // a mask's 32-bit words

@@ -163,6 +163,15 @@ TEST(ChatTemplateLoad, ToolCallOpeningFollowsTheTemplatesFormat) {
   };
   for (const auto& [name, opening] : named)
     EXPECT_EQ(fixture_chat_template(name).tool_call_opening("get_weather"), opening) << name;
+  // The format, and Mistral's form, as the constraint's grammar is picked from them.
+  EXPECT_EQ(fixture_chat_template("meta-llama-Llama-3.1-8B-Instruct").tool_call_format(),
+            ToolCallFormat::kLlama3);
+  EXPECT_FALSE(fixture_chat_template("mistralai-Mistral-Nemo-Instruct-2407").writes_mistral_args());
+  const ChatTemplate small = fixture_chat_template("Mistral-Small-3.2-24B-Instruct-2506");
+  EXPECT_EQ(small.tool_call_format(), ToolCallFormat::kMistral);
+  EXPECT_TRUE(small.writes_mistral_args());
+  EXPECT_EQ(fixture_chat_template("google-gemma-2-2b-it").tool_call_format(),
+            ToolCallFormat::kNone);
   // The built-in fallback writes Hermes calls.
   const std::string dir = test::scratch_dir("chat_opening_fallback");
   write(dir + "/tokenizer_config.json", R"({"eos_token": "</s>"})");

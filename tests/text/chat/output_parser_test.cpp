@@ -486,6 +486,27 @@ TEST(ToolCallFormat, DetectedFromTemplateText) {
   EXPECT_EQ(detect_reasoning_tags("<think>").open, "<think>");
 }
 
+TEST(ToolCallFormat, TagsAndTheLlama3BareCallTest) {
+  EXPECT_EQ(tool_call_tag(ToolCallFormat::kHermes), "<tool_call>");
+  EXPECT_EQ(tool_call_tag(ToolCallFormat::kQwen3Xml), "<tool_call>");
+  EXPECT_EQ(tool_call_tag(ToolCallFormat::kLlama3), "<|python_tag|>");
+  EXPECT_EQ(tool_call_tag(ToolCallFormat::kMistral), "[TOOL_CALLS]");
+  EXPECT_EQ(tool_call_tag(ToolCallFormat::kNone), "");
+  // Decided where the parser decides: at the quote that closes "name".
+  for (const char* undecided : {"{", "{ \n", "{\"na", "{\"name", "{\"type\": \"function\", "})
+    EXPECT_EQ(opens_llama3_call(undecided), std::nullopt) << undecided;
+  for (const char* call : {"{\"name\"", "{ \"name\":", "{\"type\":\"function\",\"name\""})
+    EXPECT_EQ(opens_llama3_call(call), true) << call;
+  for (const char* text : {"Sure", "{\"answer\"", "{\"na \"", "[{\"name\""})
+    EXPECT_EQ(opens_llama3_call(text), false) << text;
+  // Each of these reads the same as a call's start in the parser: the text is a call or not.
+  for (const auto& [text, is_call] : {std::pair{"{\"name\": \"search\", \"parameters\": {}}", true},
+                                      {"{\"answer\": 42}", false}}) {
+    const ParsedMessage m = OutputParser::parse(config(ToolCallFormat::kLlama3), text);
+    EXPECT_EQ(m.tool_calls.size(), is_call ? 1u : 0u) << text;
+  }
+}
+
 // A forced opening, finished as a model would, parses as a call to the named function; for
 // "required" (no name) the model writes the name too.
 TEST(ToolCallOpening, CompletedByTheModelParsesAsTheCall) {

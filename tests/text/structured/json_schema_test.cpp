@@ -8,7 +8,6 @@
 #include "text/structured/automaton.h"
 #include "text/structured/json_schema.h"
 #include "text/structured/regex_grammar.h"
-#include "text/structured/tool_call_grammar.h"
 
 namespace strata::text::structured {
 namespace {
@@ -173,32 +172,6 @@ TEST(RegexGrammar, RawModeMatchesTheBytesThemselves) {
   EXPECT_FALSE(matches(g, ".md"));
   EXPECT_FALSE(matches(g, "ad.md"));
   EXPECT_FALSE(matches(g, "a.md\\n"));
-}
-
-// A tool whose parameters schema cannot be compiled (Claude Code's Workflow tool has a string of
-// maxLength 524288, past the largest bound) still gets constrained calls: its name, and arguments
-// left free, in both syntaxes; the other tools keep their schemas.
-TEST(ToolCallGrammar, AToolWhoseSchemaCannotBeCompiledGetsFreeArguments) {
-  const OJ tools = OJ::parse(R"([
-      {"type": "function", "function": {"name": "workflow", "parameters": {"type": "object",
-        "properties": {"script": {"type": "string", "maxLength": 524288}}, "required": ["script"]}}},
-      {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
-        "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}])");
-  EXPECT_THROW(compile_json_schema(tools[0]["function"]["parameters"]), Error);
-  const Grammar hermes = tool_call_grammar(tools, ToolCallSyntax::kHermes);
-  EXPECT_TRUE(matches(hermes, R"j({"name": "workflow", "arguments": {"script": "run()"}}</tool_call>)j"));
-  EXPECT_TRUE(matches(hermes, R"j({"name": "workflow", "arguments": {"anything": [1, 2]}}</tool_call>)j"));
-  EXPECT_FALSE(matches(hermes, R"j({"name": "workflow", "arguments": "run()"}</tool_call>)j"));
-  EXPECT_TRUE(matches(hermes, R"j({"name": "add", "arguments": {"a": 1}}</tool_call>)j"));
-  EXPECT_FALSE(matches(hermes, R"j({"name": "add", "arguments": {"a": "x"}}</tool_call>)j"));
-  EXPECT_FALSE(matches(hermes, R"j({"name": "other", "arguments": {}}</tool_call>)j"));
-  const Grammar xml = tool_call_grammar(tools, ToolCallSyntax::kQwenXml);
-  EXPECT_TRUE(matches(xml, "\n<function=workflow>\n<parameter=script>\nrun()\nline 2\n</parameter>\n"
-                           "</function>\n</tool_call>"));
-  EXPECT_TRUE(matches(xml, "\n<function=workflow>\n</function>\n</tool_call>"));
-  EXPECT_TRUE(matches(xml, "\n<function=add>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>"));
-  EXPECT_FALSE(matches(xml, "\n<function=add>\n<parameter=a>\nx\n</parameter>\n</function>\n</tool_call>"));
-  EXPECT_FALSE(matches(xml, "\n<function=other>\n</function>\n</tool_call>"));
 }
 
 }  // namespace

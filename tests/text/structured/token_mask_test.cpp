@@ -1,6 +1,6 @@
 // Token masks against the brute-force check (every token's bytes walked through the automaton on
 // its own), on a small hand-made vocabulary and on the real Qwen3.5 tokenizer at states reached by
-// real JSON texts.
+// real JSON texts; and the special tokens a vocabulary lets a constraint write.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -80,6 +80,32 @@ TEST(TokenMask, EqualsTheBruteForceCheckOnTheQwen35Tokenizer) {
     const std::string prefix = text.substr(0, cut);
     EXPECT_EQ(masked(c, prefix), brute_force(g, *vocab, prefix)) << prefix;
   }
+}
+
+// Special tokens are never written by a constraint, except those named writable (Mistral's [ARGS]
+// inside a tool call), which keep their text.
+TEST(Vocabulary, KeepsOnlyTheWritableSpecialTokens) {
+  const auto tokenizer = Tokenizer::from_json(Json::parse(R"({
+    "added_tokens": [{"id": 3, "content": "[TOOL_CALLS]", "special": true},
+                     {"id": 4, "content": "[ARGS]", "special": true},
+                     {"id": 5, "content": "</s>", "special": true}],
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "[": 2, "[TOOL_CALLS]": 3, "[ARGS]": 4,
+                                       "</s>": 5}, "merges": []}})"));
+  const auto plain = Vocabulary::from_tokenizer(*tokenizer);
+  for (int32_t id : {3, 4, 5}) EXPECT_TRUE(plain->excluded(id)) << id;
+  EXPECT_FALSE(plain->excluded(0));
+  const auto mistral = Vocabulary::from_tokenizer(*tokenizer, {"[ARGS]", "[CALL_ID]"});
+  EXPECT_FALSE(mistral->excluded(4));
+  EXPECT_EQ(mistral->bytes(4), "[ARGS]");
+  EXPECT_TRUE(mistral->excluded(3));
+  EXPECT_TRUE(mistral->excluded(5));
+  // A grammar that writes "[ARGS]" may then take the token.
+  Grammar g;
+  g.set_root(g.literal("a[ARGS]b"));
+  TokenConstraint c(g, mistral);
+  std::vector<uint32_t> words(c.vocabulary().words());
+  c.mask(c.advance(c.start(), "a"), words);
+  EXPECT_EQ(words[0], (1u << 2) | (1u << 4));  // "[" or "[ARGS]"
 }
 
 }  // namespace
