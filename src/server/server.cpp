@@ -938,15 +938,28 @@ struct Server::Impl {
   }
 
   HttpResponse whole_message(const HttpRequest& http_request, ChatRun run, ResponseHeader header) {
+    return whole_one(http_request, std::move(run),
+                     [this, header](const GenerationStream& job, const std::string& finish) {
+                       return anthropic_message_json(header, job.message(), finish,
+                                                     job.stop_sequence(), usage_of(job));
+                     });
+  }
+
+  // The whole (not streamed) answer of a run of one choice in another API's shape: body(job,
+  // finish reason) builds the object, which gets the strata extension, then goes to kept (when
+  // given) and to the client; the next turn's prefill starts where the answer ended as asked.
+  template <typename Body>
+  HttpResponse whole_one(const HttpRequest& http_request, ChatRun run, Body body,
+                         std::function<void(const OrderedJson&)> kept = {}) {
     return whole(http_request, run.jobs,
-                 [this, run, header](const std::vector<StreamUpdate>& ends) {
+                 [this, run, body, kept](const std::vector<StreamUpdate>& ends) {
                    const GenerationStream& job = *run.jobs.front();
                    const std::string& finish = ends.front().finish_reason;
                    if (run.ahead && completed_normally(finish)) run.ahead();
-                   OrderedJson j = anthropic_message_json(header, job.message(), finish,
-                                                          job.stop_sequence(), usage_of(job));
+                   OrderedJson j = body(job, finish);
                    if (auto extension = chat_extension(job, run.routed))
                      j["strata"] = std::move(*extension);
+                   if (kept) kept(j);
                    return j;
                  });
   }
@@ -1025,21 +1038,15 @@ struct Server::Impl {
 
   HttpResponse whole_response(const HttpRequest& http_request, ChatRun run, ResponseHeader header,
                               std::shared_ptr<const ResponsesRequest> request) {
-    return whole(http_request, run.jobs,
-                 [this, run, header, request](const std::vector<StreamUpdate>& ends) {
-                   const GenerationStream& job = *run.jobs.front();
-                   const std::string& finish = ends.front().finish_reason;
-                   if (run.ahead && completed_normally(finish)) run.ahead();
-                   const std::string status = response_status(finish);
-                   const Usage usage = usage_of(job);
-                   OrderedJson j = response_json(
-                       header, request->settings, status,
-                       response_output_json(job.message(), status == "incomplete"), &usage);
-                   if (auto extension = chat_extension(job, run.routed))
-                     j["strata"] = std::move(*extension);
-                   keep(*request, j);
-                   return j;
-                 });
+    return whole_one(
+        http_request, std::move(run),
+        [this, header, request](const GenerationStream& job, const std::string& finish) {
+          const std::string status = response_status(finish);
+          const Usage usage = usage_of(job);
+          return response_json(header, request->settings, status,
+                               response_output_json(job.message(), status == "incomplete"), &usage);
+        },
+        [this, request](const OrderedJson& response) { keep(*request, response); });
   }
 
   // The Responses stream: response.created and response.in_progress, each delta's item events,

@@ -168,11 +168,13 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_rows_kernel(const Params<S> 
       uint32_t a[2][4];
 #pragma unroll
       for (int m = 0; m < 2; ++m) {
-        const uint2 lo = *reinterpret_cast<const uint2*>(st.codes + (warp * kWarpRows + 16 * m + g) * kCodePitch + 8 * j);
-        const uint2 hi =
-            *reinterpret_cast<const uint2*>(st.codes + (warp * kWarpRows + 16 * m + g + 8) * kCodePitch + 8 * j);
+        const uint2 lo = *reinterpret_cast<const uint2*>(
+            st.codes + (warp * kWarpRows + 16 * m + g) * kCodePitch + 8 * j);
+        const uint2 hi = *reinterpret_cast<const uint2*>(
+            st.codes + (warp * kWarpRows + 16 * m + g + 8) * kCodePitch + 8 * j);
         const int sh = 8 * t;
-        const float sl = s[2 * m][h], bl = b[2 * m][h], sh8 = s[2 * m + 1][h], bh8 = b[2 * m + 1][h];
+        const float sl = s[2 * m][h], bl = b[2 * m][h], sh8 = s[2 * m + 1][h],
+                    bh8 = b[2 * m + 1][h];
         const float sl16 = sl * 0.0625f, sh16 = sh8 * 0.0625f;
         a[m][0] = dequant2(lo.x >> sh, sl, sl16, bl);
         a[m][1] = dequant2(hi.x >> sh, sh8, sh16, bh8);
