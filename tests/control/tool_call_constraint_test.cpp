@@ -15,6 +15,7 @@
 #include "control/output_constraint.h"
 #include "text/chat/output_parser.h"
 #include "text/structured/tool_call_grammar.h"
+#include "tool_call_tools.h"
 
 namespace strata::control {
 namespace {
@@ -23,13 +24,7 @@ using OJ = nlohmann::ordered_json;
 namespace st = text::structured;
 using text::chat::ToolCallFormat;
 
-const OJ kTools = OJ::parse(R"([
-    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
-      "properties": {"city": {"enum": ["Paris", "Oslo"]},
-                     "days": {"type": "integer", "minimum": 1, "maximum": 7}},
-      "required": ["city"], "additionalProperties": false}}},
-    {"type": "function", "function": {"name": "search", "parameters": {"type": "object",
-      "properties": {"query": {"type": "string", "maxLength": 8}}, "required": ["query"]}}}])");
+const OJ& kTools = test::weather_and_search_tools();
 
 // The vocabulary: every printable ASCII byte, newline and tab, some longer pieces, Mistral's
 // [ARGS] and [CALL_ID] (writable special tokens), and three special tokens a constraint never

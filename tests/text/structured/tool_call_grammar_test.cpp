@@ -14,6 +14,7 @@
 #include "text/chat/output_parser.h"
 #include "text/structured/automaton.h"
 #include "text/structured/json_schema.h"
+#include "tool_call_tools.h"
 
 namespace strata::text::structured {
 namespace {
@@ -27,13 +28,7 @@ bool matches(const Grammar& g, std::string_view text) {
   return s != Automaton::kDead && a.accepts(s);
 }
 
-const OJ kTools = OJ::parse(R"([
-    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
-      "properties": {"city": {"enum": ["Paris", "Oslo"]},
-                     "days": {"type": "integer", "minimum": 1, "maximum": 7}},
-      "required": ["city"], "additionalProperties": false}}},
-    {"type": "function", "function": {"name": "search", "parameters": {"type": "object",
-      "properties": {"query": {"type": "string", "maxLength": 8}}, "required": ["query"]}}}])");
+const OJ& kTools = test::weather_and_search_tools();
 
 using Call = std::pair<std::string, std::string>;  // name, arguments as the parser writes them
 
