@@ -343,6 +343,27 @@ void store_rows(const Tensor& src, const Tensor& positions, const Tensor& dst) {
   cpu::store_rows(src, host_ints(positions), dst);
 }
 
+void argmax_rows(std::span<const Tensor> xs, std::span<const Tensor> outs) {
+  check(xs.size() == outs.size(), ErrorKind::kInternal, "argmax_rows: {} rows, {} outputs", xs.size(), outs.size());
+  if (xs.empty()) return;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Device d = placement("argmax_rows", {&xs[0], &xs[i], &outs[i]});
+    (void)d;
+    require_f32("argmax_rows", xs[i]);
+    check(xs[i].numel() == xs[0].numel() && xs[i].numel() > 0, ErrorKind::kInternal, "argmax_rows: row {} of {}",
+          i, xs[i].shape.str());
+    require_i32("argmax_rows", outs[i], 1);
+  }
+#ifdef STRATA_HAVE_CUDA
+  if (xs[0].device == Device::kCuda) {
+    const detail::CudaOpTimer timer("argmax_rows");
+    cuda::argmax_rows(xs, outs);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < xs.size(); ++i) cpu::argmax(xs[i].reshaped({1, xs[i].numel()}), outs[i]);
+}
+
 void argmax(const Tensor& x, const Tensor& out) {
   const Device d = placement("argmax", {&x, &out});
   require_f32("argmax", x);

@@ -176,6 +176,10 @@ void store_rows(const Tensor& src, const Tensor& positions, const Tensor& dst);
 // out[r] = the index of the largest value of row r of x ([rows, V]; ties: the lowest index).
 // out: I32 [rows] (greedy sampling without moving logits off the device).
 void argmax(const Tensor& x, const Tensor& out);
+// argmax of rows that lie apart (each sequence's logits of a decode step): outs[i] (I32 [1]) = the
+// argmax of xs[i] (F32, V values each, all of one V); on CUDA one launch (and a merge) for up to
+// 64 rows.
+void argmax_rows(std::span<const Tensor> xs, std::span<const Tensor> outs);
 
 // out (I32 [1]) = the token drawn from one row of logits x (F32 [V], V < 2^24) by temperature,
 // top-k, top-p and min-p as backend/row_draw.h defines the draw, or -1 when no logit is a

@@ -466,15 +466,10 @@ void Engine::run_ahead_all() {
     }
   if (batch_.empty()) return;
   if (!decode_batch()) return;
-  for (Active* a : batch_) {
-    try {
-      if (a->request().controller) a->random_before = a->sampler->random_state();
-      queue_pick(*a, 1 - a->pick_slot);
-      a->ahead = true;
-    } catch (...) {
-      fail(*a, std::current_exception());
-    }
-  }
+  for (Active* a : batch_)
+    if (a->request().controller) a->random_before = a->sampler->random_state();
+  queue_picks(batch_, /*ahead=*/true);
+  for (Active* a : batch_) a->ahead = !a->done;
 }
 
 void Engine::feed_all(int64_t& budget) {
@@ -500,14 +495,8 @@ void Engine::feed_all(int64_t& budget) {
     }
   }
   if (batch_.empty() || !decode_batch()) return;
-  for (Active* a : batch_) {
-    try {
-      if (a->pick_on_device) queue_pick(*a, a->pick_slot);
-      a->pick_pending = true;
-    } catch (...) {
-      fail(*a, std::current_exception());
-    }
-  }
+  queue_picks(batch_, /*ahead=*/false);
+  for (Active* a : batch_) a->pick_pending = !a->done;
 }
 
 bool Engine::decode_batch() {
@@ -704,6 +693,45 @@ void Engine::queue_pick(Active& a, int s) {
   }
   t.readbacks[s].start(token);
   t.in_flight[s] = true;
+}
+
+void Engine::queue_picks(std::span<Active* const> batch, bool ahead) {
+  greedy_.clear(), greedy_logits_.clear(), greedy_tokens_.clear();
+  for (Active* a : batch) {
+    if (!a->pick_on_device) continue;
+    const int s = ahead ? 1 - a->pick_slot : a->pick_slot;
+    if (a->request().sampling.temperature > 0.0f || a->request().constraint || a->sampler->edits_logits()) {
+      try {
+        queue_pick(*a, s);
+      } catch (...) {
+        fail(*a, std::current_exception());
+      }
+      continue;
+    }
+    greedy_.push_back(a);
+    greedy_logits_.push_back(a->tools->logits.view());
+    greedy_tokens_.push_back(a->tools->tokens[s].view());
+  }
+  if (greedy_.empty()) return;
+  try {
+    if (greedy_.size() == 1) {  // one sequence: the one-row launch, as a pick alone
+      backend::argmax(greedy_logits_[0].reshaped({1, greedy_logits_[0].numel()}), greedy_tokens_[0]);
+    } else {
+      backend::argmax_rows(greedy_logits_, greedy_tokens_);
+    }
+  } catch (...) {
+    for (Active* a : greedy_) fail(*a, std::current_exception());
+    return;
+  }
+  for (Active* a : greedy_) {
+    const int s = ahead ? 1 - a->pick_slot : a->pick_slot;
+    try {
+      a->tools->readbacks[s].start(a->tools->tokens[s].view());
+      a->tools->in_flight[s] = true;
+    } catch (...) {
+      fail(*a, std::current_exception());
+    }
+  }
 }
 
 int32_t Engine::await_pick(Active& a, int s) {

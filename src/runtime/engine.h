@@ -253,6 +253,10 @@ class Engine {
   void resume_swapped();  // oldest first, while blocks allow
   int64_t swapped_now() const;  // running requests swapped out
   void queue_pick(Active& a, int s);
+  // The picks of a step's decodes (those of `batch` that pick on the device), each into its slot
+  // (ahead: the other one): the greedy ones with no logit edits or mask as one argmax over their
+  // rows, the others one by one. A request whose pick fails fails alone.
+  void queue_picks(std::span<Active* const> batch, bool ahead);
   int32_t await_pick(Active& a, int s);
   int32_t host_pick(Active& a);
   void edit_on_device(Active& a, const Tensor& logits);
@@ -271,6 +275,8 @@ class Engine {
   std::vector<Active*> batch_;
   std::vector<DecodeEntry> entries_;
   std::vector<model::DecodeItem> items_;
+  std::vector<Active*> greedy_;  // queue_picks' rows picked together, with their logits and tokens
+  std::vector<Tensor> greedy_logits_, greedy_tokens_;
   std::deque<std::shared_ptr<Work>> waiting_;
   std::vector<std::unique_ptr<Active>> running_;  // in admission order
   void publish();                                 // stats_ with the live counts, to published_

@@ -156,6 +156,7 @@ void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out,
                  MatmulFeed* feed = nullptr);
 void split_columns(const Tensor& x, std::span<const Tensor> outs);
 void argmax(const Tensor& x, const Tensor& out);
+void argmax_rows(std::span<const Tensor> xs, std::span<const Tensor> outs);
 void sample_row(const Tensor& x, const RowDraw& draw, const Tensor& out);
 void mask_logits(const Tensor& x, const Tensor& mask);
 void edit_logits(const Tensor& x, const Tensor& ids, const Tensor& counts, const Tensor& biases,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 
 #include "backend/cuda/activations.h"
 #include "backend/cuda/cuda_check.h"
@@ -485,6 +486,53 @@ __global__ void argmax_merge_kernel(const Best* __restrict__ partial, int64_t ch
   if (threadIdx.x == 0) out[r] = final_index(x + r * V, bi);
 }
 
+// Rows that lie apart (argmax_rows): block (chunk, i) takes chunk `chunk` of row i, as
+// argmax_partial_kernel's block (chunk, i) would for rows back to back; the merge is
+// argmax_merge_rows_kernel's.
+constexpr int kArgmaxRowsMax = 64;
+struct ArgmaxRows {
+  const float* x[kArgmaxRowsMax];
+  int32_t* out[kArgmaxRowsMax];
+};
+
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_rows_partial_kernel(const ArgmaxRows rows, int64_t V, Best* __restrict__ partial) {
+  wait_for_inputs();
+  __shared__ Best warp_bests[kArgmaxThreads / 32];
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kArgmaxChunk;
+  const int64_t end = std::min(V, begin + kArgmaxChunk);
+  const float* row = rows.x[blockIdx.y];
+  float bv = -INFINITY;
+  int32_t bi = kNone;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kArgmaxThreads) {
+    const float v = __ldg(row + i);
+    if (better(v, static_cast<int32_t>(i), bv, bi)) bv = v, bi = static_cast<int32_t>(i);
+  }
+  warp_best(bv, bi);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_bests[warp] = {bv, bi};
+  __syncthreads();
+  if (warp == 0) {
+    bv = lane < kArgmaxThreads / 32 ? warp_bests[lane].v : -INFINITY;
+    bi = lane < kArgmaxThreads / 32 ? warp_bests[lane].i : kNone;
+    warp_best(bv, bi);
+    if (lane == 0) partial[blockIdx.y * gridDim.x + blockIdx.x] = {bv, bi};
+  }
+}
+
+__global__ void argmax_merge_rows_kernel(const Best* __restrict__ partial, int64_t chunks, const ArgmaxRows rows) {
+  wait_for_inputs();
+  const int64_t r = blockIdx.x;
+  float bv = -INFINITY;
+  int32_t bi = kNone;
+  for (int64_t c = threadIdx.x; c < chunks; c += 32) {
+    const Best b = partial[r * chunks + c];
+    if (better(b.v, b.i, bv, bi)) bv = b.v, bi = b.i;
+  }
+  warp_best(bv, bi);
+  if (threadIdx.x == 0) *rows.out[r] = final_index(rows.x[r], bi);
+}
+
 // argmax_partial_kernel over rows × chunks (grid), with float4 loads where the rows allow them.
 void launch_chunk_bests(const float* x, int64_t rows, int64_t V, dim3 grid, Best* partial, int32_t* out) {
   if (V % 4 == 0 && aligned(x, 16)) {
@@ -633,6 +681,24 @@ void split_columns(const Tensor& x, std::span<const Tensor> outs) {
       break;
     default:
       launch_split<1>(x, outs, rows, es);
+  }
+}
+
+void argmax_rows(std::span<const Tensor> xs, std::span<const Tensor> outs) {
+  const int64_t V = xs[0].numel();
+  const int64_t chunks = (V + kArgmaxChunk - 1) / kArgmaxChunk;
+  for (size_t first = 0; first < xs.size(); first += kArgmaxRowsMax) {
+    const size_t n = std::min<size_t>(kArgmaxRowsMax, xs.size() - first);
+    ArgmaxRows rows{};
+    for (size_t i = 0; i < n; ++i) {
+      rows.x[i] = xs[first + i].as<const float>();
+      rows.out[i] = outs[first + i].as<int32_t>();
+    }
+    auto* partial = static_cast<Best*>(
+        workspace(WorkspaceSlot::kSample, n * static_cast<size_t>(chunks) * sizeof(Best)));
+    launch(argmax_rows_partial_kernel, dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(n)),
+           kArgmaxThreads, 0, rows, V, partial);
+    launch(argmax_merge_rows_kernel, static_cast<unsigned>(n), 32, 0, partial, chunks, rows);
   }
 }
 

@@ -373,6 +373,38 @@ TEST_F(CudaElementwise, ArgmaxMatchesCpuWithTiesAndNaNs) {
   }
 }
 
+// argmax_rows: rows that lie apart (each in its own buffer, a few unaligned), 1 to 70 of them (70:
+// two launches), with the ties and NaNs above; each equal to the CPU's argmax of its row.
+TEST_F(CudaElementwise, ArgmaxRowsApartMatchCpu) {
+  for (int64_t V : {248320, 8193, 7}) {
+    for (int64_t rows : {1, 5, 64, 70}) {
+      std::vector<DeviceCopy> xs, outs;
+      std::vector<Tensor> x_views, out_views;
+      std::vector<int32_t> want;
+      for (int64_t r = 0; r < rows; ++r) {
+        HostTensor x = random_tensor({1, V}, 30 + static_cast<uint32_t>(r));
+        float* p = x.as<float>();
+        if (r % 3 == 0) p[V - 1] = p[V / 3] = 100.0f;  // a tie: the lower index wins
+        if (r % 3 == 1) p[V / 2] = std::numeric_limits<float>::quiet_NaN();  // ignored
+        if (r % 7 == 2) p[0] = std::numeric_limits<float>::quiet_NaN();      // a NaN first wins
+        HostTensor ref(DType::kI32, {1});
+        backend::cpu::argmax(x, ref);
+        want.push_back(ref.as<int32_t>()[0]);
+        xs.push_back(to_device(x, r % 2 == 0 ? 0 : 4));
+        outs.push_back(to_device(int_tensor({-1})));
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        x_views.push_back(xs[static_cast<size_t>(r)].view.reshaped({V}));
+        out_views.push_back(outs[static_cast<size_t>(r)].view);
+      }
+      backend::argmax_rows(x_views, out_views);
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_EQ(backend::to_host(out_views[static_cast<size_t>(r)]).as<int32_t>()[0], want[static_cast<size_t>(r)])
+            << "V " << V << " rows " << rows << " row " << r;
+    }
+  }
+}
+
 // ---- sample_row ----
 
 // The token the CPU's sort picks, for every truncation, on flat and peaked rows with ties, NaNs and
