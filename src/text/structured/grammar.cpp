@@ -80,6 +80,99 @@ Grammar::Rule Grammar::repeat(Rule rule, int64_t min, int64_t max) {
   return sequence(std::move(items));
 }
 
+std::optional<Grammar::Rule> Grammar::left_recursive_rule() const {
+  const size_t n = alternatives_.size();
+  // Rules that match the empty string: an alternative of rule references only is empty-matching
+  // once each of them is; worked off from the empty alternatives, each use counted down once.
+  std::vector<char> nullable(n, 0);
+  std::vector<Rule> owner;        // per alternative of only rule references: its rule
+  std::vector<size_t> remaining;  // per such alternative: references not yet known nullable
+  std::vector<std::vector<uint32_t>> uses(n);  // per rule: those alternatives that reference it
+  std::vector<Rule> work;
+  for (size_t r = 0; r < n; ++r)
+    for (const std::vector<Item>& alt : alternatives_[r]) {
+      if (!std::all_of(alt.begin(), alt.end(), [](const Item& i) { return i.is_rule; })) continue;
+      if (alt.empty()) {
+        if (!nullable[r]) work.push_back(static_cast<Rule>(r));
+        nullable[r] = 1;
+        continue;
+      }
+      for (const Item& i : alt) uses[i.value].push_back(static_cast<uint32_t>(owner.size()));
+      owner.push_back(static_cast<Rule>(r));
+      remaining.push_back(alt.size());
+    }
+  while (!work.empty()) {
+    const Rule r = work.back();
+    work.pop_back();
+    for (uint32_t a : uses[r])
+      if (--remaining[a] == 0 && !nullable[owner[a]]) {
+        nullable[owner[a]] = 1;
+        work.push_back(owner[a]);
+      }
+  }
+  // The calls made before any byte is matched: rule -> callee, and whether items follow the call.
+  std::vector<size_t> first(n + 1, 0);
+  std::vector<Rule> callee;
+  std::vector<char> grows;
+  for (size_t r = 0; r < n; ++r) {
+    first[r] = callee.size();
+    for (const std::vector<Item>& alt : alternatives_[r])
+      for (size_t k = 0; k < alt.size() && alt[k].is_rule; ++k) {
+        callee.push_back(alt[k].value);
+        grows.push_back(k + 1 < alt.size());
+        if (!nullable[alt[k].value]) break;
+      }
+  }
+  first[n] = callee.size();
+  // Strongly connected components of those calls (Tarjan's, with an explicit stack): a growing
+  // call inside a component is left recursion.
+  constexpr uint32_t kUnseen = 0xffffffffu;
+  std::vector<uint32_t> index(n, kUnseen), low(n, 0), component(n, kUnseen);
+  std::vector<Rule> open;
+  std::vector<char> on_open(n, 0);
+  std::vector<std::pair<Rule, size_t>> calls;  // the walk: a rule and its next call to follow
+  uint32_t counter = 0;
+  auto visit = [&](Rule r) {
+    index[r] = low[r] = counter++;
+    open.push_back(r);
+    on_open[r] = 1;
+    calls.emplace_back(r, first[r]);
+  };
+  for (size_t s = 0; s < n; ++s) {
+    if (index[s] != kUnseen) continue;
+    visit(static_cast<Rule>(s));
+    while (!calls.empty()) {
+      const Rule v = calls.back().first;
+      const size_t e = calls.back().second;
+      if (e < first[v + 1]) {
+        ++calls.back().second;
+        const Rule w = callee[e];
+        if (index[w] == kUnseen) {
+          visit(w);
+        } else if (on_open[w]) {
+          low[v] = std::min(low[v], index[w]);
+        }
+        continue;
+      }
+      if (low[v] == index[v]) {
+        Rule w;
+        do {
+          w = open.back();
+          open.pop_back();
+          on_open[w] = 0;
+          component[w] = v;
+        } while (w != v);
+      }
+      calls.pop_back();
+      if (!calls.empty()) low[calls.back().first] = std::min(low[calls.back().first], low[v]);
+    }
+  }
+  for (size_t r = 0; r < n; ++r)
+    for (size_t e = first[r]; e < first[r + 1]; ++e)
+      if (grows[e] && component[callee[e]] == component[r]) return static_cast<Rule>(r);
+  return std::nullopt;
+}
+
 void Grammar::lay_out(std::vector<Element>& elements,
                       std::vector<std::vector<uint32_t>>& starts) const {
   elements.clear();
