@@ -1,6 +1,6 @@
 // GBNF parsed by recursive descent straight into grammar rules (as regex_grammar.cpp does): named
 // rules get their rule on first sight, used or defined; the grammar is then checked whole (every
-// used rule defined, a root, no left recursion).
+// used rule defined, a root, no open repeat of what may match nothing, no left recursion).
 #include "text/structured/gbnf.h"
 
 #include <fmt/format.h>
@@ -255,13 +255,49 @@ class GbnfCompiler {
       if (hi >= 0 && hi < lo)
         error(start, fmt::format("the repeat {{{},{}}} has its maximum below its minimum", lo, hi));
     }
+    const bool one_rule = items.size() - last == 1 && items[last].is_rule;
+    if (one_rule && merge(items[last].value, lo, hi)) return;
     const Grammar::Rule body =
-        items.size() - last == 1 && items[last].is_rule
-            ? items[last].value
-            : g_.sequence(std::vector<Grammar::Item>(items.begin() + static_cast<ptrdiff_t>(last),
-                                                     items.end()));
+        one_rule ? items[last].value
+                 : g_.sequence(std::vector<Grammar::Item>(
+                       items.begin() + static_cast<ptrdiff_t>(last), items.end()));
     items.resize(last);
-    items.push_back(Grammar::ref(g_.repeat(body, lo, hi)));
+    const Grammar::Rule stand_in = g_.new_rule();
+    repeats_.emplace(stand_in, Repeat{body, lo, hi, current_});
+    stand_in_for(stand_in);
+    items.push_back(Grammar::ref(stand_in));
+  }
+
+  // A repeat is built once the whole grammar is read (build_repeats); until then its rule has a
+  // stand-in definition that matches the empty string exactly when the repeat does.
+  void stand_in_for(Grammar::Rule rule) {
+    const Repeat& r = repeats_.at(rule);
+    g_.clear(rule);
+    if (r.lo == 0) {
+      g_.add(rule, {});
+    } else {
+      g_.add(rule, {Grammar::ref(r.body)});
+    }
+  }
+
+  // A repeat of a repeat, x{a,b}{c,d}, as one, x{a·c,b·d}, where that is the same language (a is
+  // 0 or 1, so the counts run without gaps) and the bound stays in range: `x?+` is `x*`, and a
+  // stack of them does not nest rules that a text can match in many ways.
+  bool merge(Grammar::Rule inner, int64_t lo, int64_t hi) {
+    auto it = repeats_.find(inner);
+    if (it == repeats_.end() || it->second.lo > 1) return false;
+    Repeat& r = it->second;
+    int64_t merged_hi = -1;
+    if (r.hi == 0 || hi == 0) {
+      merged_hi = 0;
+    } else if (r.hi > 0 && hi > 0) {
+      if (r.hi > kMaxRepeat / hi) return false;
+      merged_hi = r.hi * hi;
+    }
+    r.lo *= lo;
+    r.hi = merged_hi;
+    stand_in_for(inner);
+    return true;
   }
 
   // One character of a literal or class: an escape or a UTF-8 character.
@@ -375,6 +411,68 @@ class GbnfCompiler {
     return item;
   }
 
+  // Each repeat as rules. A body that can match the empty string would let its empty matches
+  // fill any count, in a number of ways that multiplies with each such repeat inside another
+  // (built plainly, `(("a"?){0,5}){0,5}...` nested eight deep took the automaton 15 s to match
+  // "aaaa", and `("a"?)+++...` a hundred deep failed it): such a body{lo,hi} is built as
+  // nonempty(body){0,hi}, the same language with no empty match to repeat.
+  void build_repeats() {
+    nullable_ = g_.nullable_rules();
+    for (const auto& [rule, r] : repeats_) {
+      current_ = r.definition;
+      g_.clear(rule);
+      g_.add(rule, {Grammar::ref(nullable_[r.body] ? g_.repeat(nonempty(r.body), 0, r.hi)
+                                                   : g_.repeat(r.body, r.lo, r.hi))});
+      owner_.resize(g_.rule_count(), current_);
+    }
+    fill_nonempty();
+    current_ = kNowhere;
+  }
+
+  // A rule that matches what `rule` matches but the empty string: made here, its alternatives
+  // written by fill_nonempty (so that a long chain of rules costs no deep recursion).
+  Grammar::Rule nonempty(Grammar::Rule rule) {
+    if (rule >= nullable_.size() || !nullable_[rule]) return rule;
+    auto [it, fresh] = nonempty_.try_emplace(rule, 0);
+    if (fresh) {
+      it->second = g_.new_rule();
+      unfilled_.push_back(rule);
+    }
+    return it->second;
+  }
+
+  // Each alternative of a nullable rule gives one alternative per item that may be its first
+  // non-empty one: that item's non-empty rule, then the items after it as they are. A nullable
+  // repeat, read from its record (its own rules may not be built yet), gives one or more
+  // non-empty matches of its body, up to its bound.
+  void fill_nonempty() {
+    while (!unfilled_.empty()) {
+      const Grammar::Rule rule = unfilled_.back();
+      unfilled_.pop_back();
+      const Grammar::Rule out = nonempty_.at(rule);
+      // Its rules belong to the rule it matches all but the empty string of.
+      const size_t owner = owner_.at(rule);
+      owner_.resize(g_.rule_count(), owner);
+      owner_[out] = owner;
+      if (auto it = repeats_.find(rule); it != repeats_.end()) {
+        const Repeat r = it->second;
+        if (r.hi != 0) g_.add(out, {Grammar::ref(g_.repeat(nonempty(r.body), 1, r.hi))});
+        owner_.resize(g_.rule_count(), owner);
+        continue;
+      }
+      const std::vector<std::vector<Grammar::Item>> alternatives = g_.alternatives(rule);
+      for (const std::vector<Grammar::Item>& alt : alternatives)
+        for (size_t k = 0; k < alt.size(); ++k) {
+          std::vector<Grammar::Item> items{alt[k].is_rule ? Grammar::ref(nonempty(alt[k].value))
+                                                          : alt[k]};
+          items.insert(items.end(), alt.begin() + static_cast<ptrdiff_t>(k) + 1, alt.end());
+          g_.add(out, std::move(items));
+          if (!alt[k].is_rule || !nullable_[alt[k].value]) break;
+        }
+      owner_.resize(g_.rule_count(), owner);
+    }
+  }
+
   void check_whole() {
     const NamedRule* missing = nullptr;
     for (const NamedRule& d : defs_)
@@ -390,8 +488,9 @@ class GbnfCompiler {
            "the grammar has no 'root' rule (the rule the whole output must match)");
     g_.set_root(defs_[root->second].rule);
     owner_.resize(g_.rule_count(), kNowhere);
+    build_repeats();
     if (const std::optional<Grammar::Rule> r = g_.left_recursive_rule()) {
-      current_ = owner_[*r];  // every rule is made while some definition is read
+      current_ = owner_.at(*r);  // every rule is made for some definition
       const NamedRule& d = defs_.at(current_);
       error(d.defined_at,
             fmt::format("rule '{}' is left-recursive: it can reach itself before matching any "
@@ -403,6 +502,12 @@ class GbnfCompiler {
     }
   }
 
+  struct Repeat {  // body{lo,hi} (hi < 0: no bound), built once all rules are read
+    Grammar::Rule body;
+    int64_t lo, hi;
+    size_t definition;  // the defs_ index of the rule it is in
+  };
+
   std::string_view t_;
   size_t i_ = 0;
   Grammar g_;
@@ -411,6 +516,10 @@ class GbnfCompiler {
   std::vector<size_t> owner_;  // per grammar rule: the defs_ index of the rule it was made for
   size_t current_ = kNowhere;  // the definition being read
   std::map<std::pair<bool, CodePointRanges>, Grammar::Item> classes_;
+  std::map<Grammar::Rule, Repeat> repeats_;                    // by the rule that stands for it
+  std::vector<bool> nullable_;                                 // per rule, once all rules are read
+  std::unordered_map<Grammar::Rule, Grammar::Rule> nonempty_;  // nonempty()'s rules
+  std::vector<Grammar::Rule> unfilled_;  // rules whose nonempty() rule has no alternatives yet
 };
 
 }  // namespace

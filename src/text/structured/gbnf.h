@@ -9,10 +9,11 @@
 // Refused with Error(kInvalidInput), naming the line, column and rule: malformed text, a rule
 // defined twice, a rule used but never defined, no `root`, groups nested past 256, a repeat
 // bound past 10,000, a grammar over 1 MiB. Refused with Error(kUnsupported): llama.cpp's token
-// matches (<[id]>, <text>, !<...>: strata's grammars match text, not token ids) and left
-// recursion (a rule that can reach itself before matching a character, as `expr ::= expr "+"
-// term`: the automaton cannot run it; a repeat says the same, `expr ::= term ("+" term)*`). Other
-// recursion is fine (`value ::= "[" value "]" | "x"`).
+// matches (<[id]>, <text>, !<...>: strata's grammars match text, not token ids), left recursion
+// (a rule that can reach itself before matching a character, as `expr ::= expr "+" term`: the
+// automaton cannot run it; a repeat says the same, `expr ::= term ("+" term)*`). Other recursion
+// is fine (`value ::= "[" value "]" | "x"`), and so is a repeat of something that can match
+// nothing (`("a"?)*`, which llama.cpp refuses): it is built as a repeat of its non-empty matches.
 #pragma once
 
 #include <string_view>

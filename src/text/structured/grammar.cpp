@@ -26,6 +26,11 @@ void Grammar::add(Rule rule, std::vector<Item> alternative) {
   alternatives_.at(rule).push_back(std::move(alternative));
 }
 
+void Grammar::clear(Rule rule) {
+  for (const std::vector<Item>& alt : alternatives_.at(rule)) items_ -= alt.size() + 1;
+  alternatives_[rule].clear();
+}
+
 Grammar::Item Grammar::bytes(const ByteSet& set) {
   // Byte sets are few and reused (the digit class, a string's characters): shared by value.
   auto it = std::find(byte_sets_.begin(), byte_sets_.end(), set);
@@ -80,11 +85,11 @@ Grammar::Rule Grammar::repeat(Rule rule, int64_t min, int64_t max) {
   return sequence(std::move(items));
 }
 
-std::optional<Grammar::Rule> Grammar::left_recursive_rule() const {
+std::vector<bool> Grammar::nullable_rules() const {
   const size_t n = alternatives_.size();
-  // Rules that match the empty string: an alternative of rule references only is empty-matching
-  // once each of them is; worked off from the empty alternatives, each use counted down once.
-  std::vector<char> nullable(n, 0);
+  // An alternative of rule references only matches the empty string once each of them does:
+  // worked off from the empty alternatives, each reference counted down once.
+  std::vector<bool> nullable(n, false);
   std::vector<Rule> owner;        // per alternative of only rule references: its rule
   std::vector<size_t> remaining;  // per such alternative: references not yet known nullable
   std::vector<std::vector<uint32_t>> uses(n);  // per rule: those alternatives that reference it
@@ -94,7 +99,7 @@ std::optional<Grammar::Rule> Grammar::left_recursive_rule() const {
       if (!std::all_of(alt.begin(), alt.end(), [](const Item& i) { return i.is_rule; })) continue;
       if (alt.empty()) {
         if (!nullable[r]) work.push_back(static_cast<Rule>(r));
-        nullable[r] = 1;
+        nullable[r] = true;
         continue;
       }
       for (const Item& i : alt) uses[i.value].push_back(static_cast<uint32_t>(owner.size()));
@@ -106,10 +111,16 @@ std::optional<Grammar::Rule> Grammar::left_recursive_rule() const {
     work.pop_back();
     for (uint32_t a : uses[r])
       if (--remaining[a] == 0 && !nullable[owner[a]]) {
-        nullable[owner[a]] = 1;
+        nullable[owner[a]] = true;
         work.push_back(owner[a]);
       }
   }
+  return nullable;
+}
+
+std::optional<Grammar::Rule> Grammar::left_recursive_rule() const {
+  const size_t n = alternatives_.size();
+  const std::vector<bool> nullable = nullable_rules();
   // The calls made before any byte is matched: rule -> callee, and whether items follow the call.
   std::vector<size_t> first(n + 1, 0);
   std::vector<Rule> callee;

@@ -210,14 +210,49 @@ TEST(GbnfGrammar, LeftRecursionIsRefusedAndOtherRecursionRuns) {
                ErrorKind::kUnsupported);
   expect_error("root ::= (root \"x\")* \"y\"", "rule 'root' is left-recursive",
                ErrorKind::kUnsupported);
-  // Recursion after a character, at the end of an alternative, or of a repeat of what may
-  // match nothing: the automaton runs them.
+  // Recursion after a character, or at the end of an alternative: the automaton runs them.
   run({
       {"root ::= \"x\" root | \"\"", {"", "xxx"}, {"y"}},
       {"root ::= \"a\" | root", {"a"}, {"", "aa"}},
-      {"root ::= (\"a\"*)* \"b\"", {"b", "aab"}, {"a"}},
-      {"root ::= item* \"!\"\nitem ::= \"a\"?", {"!", "aa!"}, {"b!"}},
       {"root ::= \"(\" root \")\" root | \"\"", {"", "()", "(())()"}, {"(", "())"}},
+      {"root ::= (\"a\"?){0,3} \"b\"", {"b", "aaab"}, {"aaaab"}},
+  });
+}
+
+// A repeat of what may match nothing: the same language as a repeat of its non-empty matches,
+// which is how it is built, so that its empty matches do not fill the counts in ways that
+// multiply with each repeat inside another.
+TEST(GbnfGrammar, RepeatsOfWhatMayMatchNothing) {
+  run({
+      {"root ::= (\"a\"*)* \"b\"", {"b", "aab"}, {"a", "bb"}},
+      {"root ::= \"<\" item+ \">\"\nitem ::= \"a\"? ws\nws ::= [ ]{0,2}",
+       {"<>", "<a>", "<a  a a>", "<   >"},
+       {"<", "<b>"}},
+      {"root ::= x\nx ::= (\"a\" | \"\"){2,}", {"", "a", "aaa"}, {"b"}},
+      {"root ::= (\"a\"? \"b\"?){2,3} \"!\"",
+       {"!", "ab!", "abab!", "ababab!", "bbb!"},
+       {"abababab!", "bbbb!", "aaaa!"}},
+      {"root ::= (\"x\" e* | \"y\")+\ne ::= (\"e\" | \"\")", {"x", "xeey", "yxe"}, {"", "e"}},
+  });
+  const auto start = std::chrono::steady_clock::now();
+  std::string nested = "root ::= " + std::string(8, '(') + "\"a\"?";
+  for (int i = 0; i < 8; ++i) nested += "){0,5}";
+  run({{nested, {"", "a", std::string(8, 'a')}, {"b"}},
+       {"root ::= (\"1\" (\".\" [0-9]+)? " + std::string(100, '+') + ")",
+        {"1", "1.5", "1.5.25"},
+        {"", "1.", "11"}}});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// Repeats of repeats merge where that keeps the language (x?+ is x*), and nest otherwise.
+TEST(GbnfGrammar, RepeatsOfRepeats) {
+  run({
+      {"root ::= \"a\"?+", {"", "a", "aaa"}, {"b"}},
+      {"root ::= \"a\"{0,2}{3}", {"", "aaaaaa"}, {"aaaaaaa"}},
+      {"root ::= \"a\"{1,2}{2,3}", {"aa", "aaaaaa"}, {"a", "aaaaaaa"}},
+      {"root ::= \"a\"{2}{2,3}", {"aaaa", "aaaaaa"}, {"aa", "aaaaa", "aaaaaaaa"}},
+      {"root ::= \"a\"{0}*", {""}, {"a"}},
+      {"root ::= \"a\"{100}{101}", {std::string(10100, 'a')}, {std::string(10099, 'a')}},
   });
 }
 
