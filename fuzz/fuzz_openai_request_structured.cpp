@@ -20,8 +20,10 @@ constexpr size_t kBodyLimit = 16u << 20;  // the HTTP layer's limit on a body
 // nesting up to 200,000 deep at each of the eight places a client's JSON goes, a hundred thousand
 // messages or a million token ids, objects of hundreds of thousands of keys (logit_bias, tool
 // parameters, chat_template_kwargs, the body itself), megabytes of string, many tools, content
-// parts, tool calls and stop strings, edge values of the sampling fields, raw bytes. Reading past
-// the end gives zeros, so every input is a valid program.
+// parts, tool calls and stop strings, edge values of the sampling fields, raw bytes, and the
+// fields that shape the answer (grammar, json_schema, response_format, strata_grammar), with GBNF
+// grammars of many rules, deep groups, long alternations, large repeats, wide classes and left
+// recursion. Reading past the end gives zeros, so every input is a valid program.
 class Reader {
  public:
   Reader(const uint8_t* data, size_t size) : p_(data), end_(data + size) {}
@@ -70,6 +72,12 @@ std::string json_string(std::string_view s) {
     }
   }
   return out + "\"";
+}
+
+std::string fmt_hex4(size_t v) {
+  std::string out(4, '0');
+  for (int k = 3; k >= 0; --k, v >>= 4) out[static_cast<size_t>(k)] = "0123456789abcdef"[v & 0xf];
+  return out;
 }
 
 // `depth` levels of arrays, objects, or both alternating, around `leaf`.
@@ -226,8 +234,69 @@ constexpr const char* kSamplingFields[] = {
     "repetition_penalty",  "seed",   "max_tokens", "n",     "top_logprobs",     "logprobs",
     "max_thinking_tokens", "best_of"};
 
+// GBNF grammars that are each large in one way: n rules in a chain, n nested groups, an
+// alternation of n literals, nested repeats of bound n, a class of n non-ASCII characters, a cycle
+// of n rules that is left-recursive. Each stays under `room` bytes.
+std::string large_grammar(size_t n, uint8_t style, size_t room) {
+  std::string g;
+  auto fits = [&] { return g.size() + 64 < room; };
+  switch (style % 6) {
+    case 0:
+      g = "root ::= r0\n";
+      for (size_t i = 0; i < n && fits(); ++i)
+        g += "r" + std::to_string(i) + " ::= \"a\" r" + std::to_string(i + 1) + " | \"b\"\n";
+      g += "r" + std::to_string(n) + " ::= \"c\"\n";  // undefined when the chain was cut short
+      break;
+    case 1: {
+      const size_t depth = std::min(n, room / 2);
+      g = "root ::= " + std::string(depth, '(') + "\"x\"" + std::string(depth, ')');
+      break;
+    }
+    case 2:
+      g = "root ::= \"w\"";
+      for (size_t i = 0; i < n && fits(); ++i) g += " | \"w" + std::to_string(i) + "\"";
+      break;
+    case 3: {
+      const std::string bound = std::to_string(n);
+      g = "root ::= ((\"ab\"{0," + bound + "} [0-9]{" + bound + "}){1," + bound + "}){0," + bound +
+          "}";
+      break;
+    }
+    case 4:
+      g = "root ::= [";
+      for (size_t i = 0; i < n && fits(); ++i) g += "\\u" + fmt_hex4(0x4E00 + (i * 7) % 0x5000);
+      g += "]+";
+      break;
+    default:
+      g = "root ::= r0 \"!\"\n";
+      for (size_t i = 0; i < n && fits(); ++i)
+        g += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " \"x\" | \"y\"\n";
+      g += "r" + std::to_string(n) + " ::= r0 | \"z\"\n";
+      break;
+  }
+  return g;
+}
+
+// Shapes of the answer, one per field, right and wrong.
+constexpr const char* kGrammars[] = {
+    "root ::= \"yes\" | \"no\"",
+    "root ::= item+\nitem ::= [a-z] \",\"?",
+    "root ::= \"(\" root \")\" | \"x\"",
+    "root ::= root \"a\" | \"b\"",
+    "root ::= <think> \"x\"",
+    "root ::= (\"a\"",
+    "item ::= \"a\"",
+    "root ::= [^\\x00-\\x1F\\u00e9-\\U0010FFFF]{2,5} .",
+    "",
+};
+constexpr const char* kSchemas[] = {R"({"type":"integer"})", R"({"enum":["a","b"]})", "true",
+                                    R"("{}")", "[]", "7", R"({"$ref":"#/$defs/x"})"};
+constexpr const char* kFormats[] = {R"({"type":"json_object"})", R"({"type":"text"})",
+                                    R"({"type":"json_schema","json_schema":{"schema":{}}})",
+                                    R"({"type":"json_schema"})", R"({"type":"gbnf"})", "\"json\""};
+
 void run_instruction(Reader& in, Body& body) {
-  switch (in.byte() % 12) {
+  switch (in.byte() % 13) {
     case 0: {  // deep nesting at a place
       const uint8_t place = in.byte();
       const size_t depth = std::min(in.size(), body.room() / 5);
@@ -345,6 +414,32 @@ void run_instruction(Reader& in, Body& body) {
       const uint8_t how = in.byte();
       const std::string_view raw = in.bytes(in.byte());
       body.field("raw", how % 2 ? json_string(raw) : std::string(raw));
+      break;
+    }
+    case 12: {  // a field that shapes the answer
+      const uint8_t what = in.byte();
+      switch (what % 6) {
+        case 0:
+          body.field("grammar", json_string(kGrammars[in.byte() % std::size(kGrammars)]));
+          break;
+        case 1: {
+          const size_t n = in.size();
+          body.field("grammar", json_string(large_grammar(n, in.byte(), body.room())));
+          break;
+        }
+        case 2:  // raw bytes as a grammar
+          body.field("grammar", json_string(in.bytes(in.byte())));
+          break;
+        case 3:
+          body.field("json_schema", kSchemas[in.byte() % std::size(kSchemas)]);
+          break;
+        case 4:
+          body.field("response_format", kFormats[in.byte() % std::size(kFormats)]);
+          break;
+        default:
+          body.field("strata_grammar", R"({"type":"regex","pattern":"(yes|no)!"})");
+          break;
+      }
       break;
     }
     default: {  // a message of another role, so that templates see every kind

@@ -1,7 +1,8 @@
 // The path of a request body through the server before tokenization, for the request fuzzers:
 // parse_body, the validators (OpenAI's chat, completions and responses, Anthropic's messages and
-// count_tokens), and for a chat request normalisation, the fallback template and the output
-// parser's setup. Only ApiError or strata::Error may end it; anything else is a bug.
+// count_tokens), a GBNF `grammar` compiled as the server compiles it, and for a chat request
+// normalisation, the fallback template and the output parser's setup. Only ApiError or
+// strata::Error may end it; anything else is a bug.
 #pragma once
 
 #include <string_view>
@@ -11,6 +12,7 @@
 #include "server/openai_request.h"
 #include "server/responses_request.h"
 #include "text/chat/chat_template.h"
+#include "text/structured/gbnf.h"
 
 namespace strata::fuzz {
 
@@ -18,6 +20,16 @@ inline const text::chat::ChatTemplate& fallback_template() {
   static const auto t =
       text::chat::ChatTemplate::fallback({{"bos_token", "<s>"}, {"eos_token", "</s>"}});
   return t;
+}
+
+// The answer's shape compiled, where it is a GBNF grammar (JSON schemas and regexes are compiled
+// against the model's vocabulary, which this path has not).
+inline void compile_shape(const server::ResponseFormat& f) {
+  if (f.type != "gbnf") return;
+  try {
+    text::structured::compile_gbnf(f.grammar);
+  } catch (const Error&) {
+  }
 }
 
 // A chat request as the server renders it (the fallback template standing in for the model's).
@@ -41,6 +53,7 @@ inline void render_chat(const server::OrderedJson& body) {
   } catch (const server::ApiError&) {
     return;
   }
+  compile_shape(r.response_format);
   render(r);
 }
 
@@ -53,7 +66,7 @@ inline void run_request(std::string_view text) {
   }
   render_chat(body);
   try {
-    server::parse_completion_request(body);
+    compile_shape(server::parse_completion_request(body).response_format);
   } catch (const server::ApiError&) {
   }
 }

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-${STRATA_FUZZ_SECONDS:-60}}"
 build=build-fuzz
-targets=(openai_request openai_request_structured anthropic_request responses_request jinja http)
+targets=(openai_request openai_request_structured anthropic_request responses_request jinja http gbnf)
 
 cmake -S fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build "$build" -j "$(nproc)" >/dev/null
@@ -34,8 +34,8 @@ done
 seeds_jinja=()
 [ -d ../shared/fixtures/chat-templates/templates ] && seeds_jinja=(../shared/fixtures/chat-templates/templates)
 # An input may take 10 s of a core: a step that is not linear in the body's size takes far longer.
-# The targets share the cores, so the wall-clock limit is 10 s times the targets per core (30 s for
-# six on two cores: 100,000 messages through the fallback template take 7 s alone under ASan).
+# The targets share the cores, so the wall-clock limit is 10 s times the targets per core (40 s for
+# seven on two cores: 100,000 messages through the fallback template take 7 s alone under ASan).
 cores=$(nproc)
 timeout=$((10 * ((${#targets[@]} + cores - 1) / cores)))
 pids=()
@@ -53,6 +53,7 @@ for t in "${targets[@]}"; do
   [ "$t" = responses_request ] && max_len=$((16 << 20))
   [ "$t" = openai_request_structured ] && max_len=4096
   [ "$t" = http ] && max_len=8192  # four times the fuzz server's head limit, with a body
+  [ "$t" = gbnf ] && max_len=65536  # grammars of many rules; the compiler's own limit is 1 MiB
   "$build/fuzz_$t" "$work" "fuzz/corpus/$t" "${extra[@]}" \
     -max_total_time="$seconds" -max_len="$max_len" -timeout="$timeout" -rss_limit_mb=2048 \
     -artifact_prefix="$build/artifacts/${t}-" -print_final_stats=1 >"$build/fuzz_$t.log" 2>&1 &

@@ -270,6 +270,40 @@ std::optional<int64_t> parse_thinking_budget(const Fields& f) {
   return budget ? budget : alias ? alias : reasoning_max;
 }
 
+// The answer's shape: response_format, llama.cpp's json_schema (the schema itself) and grammar
+// (GBNF text; "" means none, as in llama.cpp), or strata_grammar. One at most may constrain the
+// answer (a response_format of type "text" does not); a second is a 400 naming it.
+ResponseFormat parse_answer_shape(const Fields& f) {
+  ResponseFormat shape;
+  auto take = [&shape](ResponseFormat next) {
+    if (shape.constrained() && next.constrained())
+      invalid_value(next.param,
+                    fmt::format("'{}' and '{}' both give the answer's shape; give only one.",
+                                shape.param, next.param));
+    if (!shape.constrained()) shape = std::move(next);
+  };
+  if (const OrderedJson* v = f.object("response_format"))
+    take(parse_response_format(*v, "response_format"));
+  if (const OrderedJson* v = f.get("json_schema")) {
+    if (!v->is_object() && !v->is_boolean()) wrong_type("json_schema", "an object", *v);
+    ResponseFormat r;
+    r.type = "json_schema";
+    r.schema = *v;
+    r.param = "json_schema";
+    take(std::move(r));
+  }
+  if (auto grammar = f.string("grammar"); grammar && !grammar->empty()) {
+    ResponseFormat r;
+    r.type = "gbnf";
+    r.grammar = std::move(*grammar);
+    r.param = "grammar";
+    take(std::move(r));
+  }
+  if (const OrderedJson* v = f.object("strata_grammar"))
+    take(parse_strata_grammar(*v, "strata_grammar"));
+  return shape;
+}
+
 }  // namespace
 
 void check_tool_choice(const ChatCompletionRequest& r, std::string_view choice, const std::string& name_param,
@@ -345,13 +379,7 @@ ChatCompletionRequest parse_chat_request(const OrderedJson& body) {
   r.tools = parse_tools(f);
   parse_tool_choice(f, r);
   r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
-  if (const OrderedJson* v = f.object("response_format"))
-    r.response_format = parse_response_format(*v, "response_format");
-  if (const OrderedJson* v = f.object("strata_grammar")) {
-    if (r.response_format.constrained())
-      invalid_value("strata_grammar", "give either 'strata_grammar' or a JSON response_format.");
-    r.response_format = parse_strata_grammar(*v, "strata_grammar");
-  }
+  r.response_format = parse_answer_shape(f);
   const bool logprobs = f.boolean("logprobs").value_or(false);
   const auto top_logprobs = f.integer("top_logprobs", 0, 20);
   if (top_logprobs && !logprobs)
@@ -415,6 +443,7 @@ CompletionRequest parse_completion_request(const OrderedJson& body) {
                   "log-probabilities of prompt tokens.");
     r.options.logprobs = static_cast<int>(*logprobs);
   }
+  r.response_format = parse_answer_shape(f);
   return r;
 }
 

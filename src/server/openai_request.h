@@ -51,15 +51,22 @@ struct GenerationOptions {
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
 
 // The shape an answer must take (structured output), as every route that maps onto chat gives it:
-// chat's response_format, the Responses API's text.format, the grammar extension field.
+// chat's and completions' response_format, llama.cpp's json_schema and grammar fields, the
+// Responses API's text.format, Anthropic's output_format, the strata_grammar extension field.
 struct ResponseFormat {
-  std::string type;  // "" (absent), "text", "json_object", "json_schema", "regex" (strata_grammar)
+  // "" (absent), "text", "json_object", "json_schema", "regex" (strata_grammar), "gbnf" (grammar)
+  std::string type;
   std::string name;  // json_schema's name
   OrderedJson schema = nullptr;  // json_schema's schema
   bool strict = false;
   std::string pattern;  // "regex": the pattern the whole answer must match
-  std::string param;    // the field it came in ("response_format", "text.format", "strata_grammar")
-  bool constrained() const { return type == "json_object" || type == "json_schema" || type == "regex"; }
+  std::string grammar;  // "gbnf": the GBNF text (text/structured/gbnf.h)
+  // The field it came in ("response_format", "json_schema", "grammar", "strata_grammar",
+  // "text.format", "output_format"): what a 400 about it names.
+  std::string param;
+  bool constrained() const {
+    return type == "json_object" || type == "json_schema" || type == "regex" || type == "gbnf";
+  }
 };
 
 // A response_format object at `param` (e.g. "response_format", "text.format"): {"type": "text"},
@@ -81,7 +88,9 @@ struct ChatCompletionRequest {
   bool parallel_tool_calls = true;
   OrderedJson chat_template_kwargs = OrderedJson::object();
   std::optional<std::string> reasoning_effort;
-  ResponseFormat response_format;  // response_format, or strata_grammar as type "regex"
+  // response_format, json_schema, grammar (type "gbnf") or strata_grammar (type "regex"): at most
+  // one of them may constrain the answer, a second is a 400 naming it.
+  ResponseFormat response_format;
   // Thinking budget in tokens (max_thinking_tokens, or its aliases thinking_budget and
   // reasoning.max_tokens); absent: the server's configured default.
   std::optional<int64_t> max_thinking_tokens;
@@ -96,6 +105,9 @@ struct CompletionRequest {
   GenerationOptions options;
   std::variant<std::string, std::vector<int32_t>> prompt;  // text, or token ids
   bool echo = false;
+  // The completion's shape, from the fields chat reads it from (response_format, json_schema,
+  // grammar, strata_grammar); it constrains the whole generated text.
+  ResponseFormat response_format;
 };
 
 // The body as a JSON object, read under the default JsonLimits (64 levels, 4096 keys an object,

@@ -26,6 +26,7 @@
 #include "server/responses_request.h"
 #include "server/responses_response.h"
 #include "server/responses_store.h"
+#include "text/structured/gbnf.h"
 #include "text/structured/json_schema.h"
 #include "text/structured/regex_grammar.h"
 #include "text/structured/tool_call_grammar.h"
@@ -518,41 +519,51 @@ struct Server::Impl {
     return s;
   }
 
-  // The structured output a chat asks for, compiled against this model's vocabulary (cached by
-  // schema): the answer's shape (response_format, strata_grammar), or, with tools offered and a
-  // template whose calls strata can constrain, the shape of each tool call. nullopt: none.
-  // An unsupported or malformed answer schema or grammar is a 400 naming the field; the tools are
-  // never one (a tool whose schema cannot be compiled gets free arguments).
-  std::optional<control::ConstraintSettings> output_constraint(
-      const ChatCompletionRequest& r, const OrderedJson& tools, const text::chat::ParserConfig& parser,
-      const std::vector<int32_t>& end_ids) {
+  // The constraint of an answer's shape (response_format, json_schema, grammar, strata_grammar),
+  // compiled against this model's vocabulary (cached by the schema's or grammar's text); null
+  // when the answer is free. A schema or grammar that cannot be compiled is a 400 naming the
+  // field it came in.
+  std::shared_ptr<text::structured::TokenConstraint> answer_constraint(const ResponseFormat& f) {
     namespace st = text::structured;
-    control::ConstraintSettings s;
-    const ResponseFormat& f = r.response_format;
-    const std::string param =
-        !f.param.empty() ? f.param : f.type == "regex" ? "strata_grammar" : "response_format";
+    const std::string param = !f.param.empty() ? f.param : "response_format";
     try {
-      if (f.type == "json_object") {
-        s.answer = constraints.get("json_object", [] { return st::any_json_object(); });
-      } else if (f.type == "json_schema") {
-        s.answer = constraints.get("json_schema " + f.schema.dump(),
-                                   [&] { return st::compile_json_schema(f.schema); });
-      } else if (f.type == "regex") {
-        s.answer = constraints.get("regex " + f.pattern, [&] {
+      if (f.type == "json_object")
+        return constraints.get("json_object", [] { return st::any_json_object(); });
+      if (f.type == "json_schema")
+        return constraints.get("json_schema " + f.schema.dump(),
+                               [&] { return st::compile_json_schema(f.schema); });
+      if (f.type == "regex")
+        return constraints.get("regex " + f.pattern, [&] {
           st::Grammar g;
           g.set_root(st::compile_regex(g, f.pattern, st::RegexMode::kRaw));
           return g;
         });
-      }
+      if (f.type == "gbnf")
+        return constraints.get("gbnf " + f.grammar, [&] { return st::compile_gbnf(f.grammar); });
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kInvalidInput && e.kind() != ErrorKind::kUnsupported) throw;
+      if (f.type == "regex" || f.type == "gbnf")
+        bad_request(param, fmt::format("Invalid grammar in '{}': {}.", param, e.what()),
+                    "invalid_grammar");
       bad_request(param,
-                  f.type == "regex"
-                      ? fmt::format("Invalid grammar in 'strata_grammar': {}.", e.what())
-                      : fmt::format("Invalid schema for {} '{}': {}.", param,
-                                    f.name.empty() ? f.type : f.name, e.what()),
+                  f.name.empty()
+                      ? fmt::format("Invalid schema in '{}': {}.", param, e.what())
+                      : fmt::format("Invalid schema for {} '{}': {}.", param, f.name, e.what()),
                   "invalid_json_schema");
     }
+    return nullptr;
+  }
+
+  // The structured output a chat asks for: the answer's shape (answer_constraint), or, with tools
+  // offered and a template whose calls strata can constrain, the shape of each tool call (cached
+  // by the tools; never a 400: a tool whose schema cannot be compiled gets free arguments).
+  // nullopt: none.
+  std::optional<control::ConstraintSettings> output_constraint(
+      const ChatCompletionRequest& r, const OrderedJson& tools,
+      const text::chat::ParserConfig& parser, const std::vector<int32_t>& end_ids) {
+    namespace st = text::structured;
+    control::ConstraintSettings s;
+    s.answer = answer_constraint(r.response_format);
     using text::chat::ToolCallFormat;
     const std::optional<st::ToolCallSyntax> syntax = tool_call_syntax(model.chat_template);
     if (!s.answer && !tools.is_null() && parser.tool_format != ToolCallFormat::kNone && syntax) {
@@ -1228,12 +1239,20 @@ struct Server::Impl {
     }
     const runtime::GenerationRequest g =
         generation_request(r.options, std::move(prompt), "prompt", 16);
+    // A shape constrains the whole completion: there is no reasoning block to leave free.
+    const std::shared_ptr<text::structured::TokenConstraint> shape =
+        answer_constraint(r.response_format);
     Jobs jobs;
     for (int i = 0; i < r.options.n; ++i) {  // each choice its own sequence and seed
       StreamSettings settings;
       settings.skip_special_tokens = true;
       runtime::GenerationRequest choice = g;
       choice.sampling.seed = choice_seed(r.options, g, i);
+      if (shape) {
+        settings.constraint.emplace();
+        settings.constraint->answer = shape;
+        settings.constraint->end_ids = choice.stop_ids;
+      }
       jobs.push_back(submit(std::move(admissions[static_cast<size_t>(i)]), std::move(choice),
                             r.options, std::move(settings)));
     }

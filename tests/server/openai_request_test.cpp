@@ -217,6 +217,85 @@ TEST(OpenAiRequest, ResponseFormatsAreParsedInChatsAndResponsesShapes) {
              "strata_grammar.type", "invalid_value");
 }
 
+// llama.cpp's structured-output fields, on chat and completions alike: grammar (GBNF text; ""
+// is none, as in llama.cpp) and json_schema (the schema itself); completions also read
+// response_format and strata_grammar as chat does. Two fields that each shape the answer are a
+// 400 naming the second.
+TEST(OpenAiRequest, GrammarAndJsonSchemaFieldsOnChatAndCompletions) {
+  const OrderedJson schema = {{"type", "integer"}};
+  const std::string gbnf = "root ::= \"yes\" | \"no\"";
+  const OrderedJson completion = {{"prompt", "Q:"}};
+  auto with = [](OrderedJson body, const OrderedJson& extra) {
+    body.update(extra);
+    return body;
+  };
+  auto shape_of = [&](const OrderedJson& extra) {
+    return std::make_pair(parse_chat_request(chat(extra)).response_format,
+                          parse_completion_request(with(completion, extra)).response_format);
+  };
+  for (const ResponseFormat& f :
+       {shape_of({{"grammar", gbnf}}).first, shape_of({{"grammar", gbnf}}).second}) {
+    EXPECT_EQ(f.type, "gbnf");
+    EXPECT_EQ(f.grammar, gbnf);
+    EXPECT_EQ(f.param, "grammar");
+    EXPECT_TRUE(f.constrained());
+  }
+  for (const ResponseFormat& f :
+       {shape_of({{"json_schema", schema}}).first, shape_of({{"json_schema", schema}}).second}) {
+    EXPECT_EQ(f.type, "json_schema");
+    EXPECT_EQ(f.schema, schema);
+    EXPECT_EQ(f.param, "json_schema");
+  }
+  EXPECT_EQ(shape_of({{"grammar", ""}}).first.type, "");
+  EXPECT_EQ(shape_of({{"grammar", ""}}).second.type, "");
+  EXPECT_EQ(shape_of({{"grammar", nullptr}}).second.type, "");
+  const ResponseFormat rf =
+      parse_completion_request(
+          with(completion,
+               {{"response_format",
+                 {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", schema}}}}}}))
+          .response_format;
+  EXPECT_EQ(rf.type, "json_schema");
+  EXPECT_EQ(rf.name, "n");
+  EXPECT_EQ(rf.param, "response_format");
+  EXPECT_EQ(
+      parse_completion_request(with(completion, {{"response_format", {{"type", "json_object"}}}}))
+          .response_format.type,
+      "json_object");
+  EXPECT_EQ(parse_completion_request(with(completion, {{"strata_grammar", {{"pattern", "a+"}}}}))
+                .response_format.type,
+            "regex");
+  // A "text" response_format shapes nothing, so a grammar beside it is no conflict.
+  EXPECT_EQ(shape_of({{"response_format", {{"type", "text"}}}, {"grammar", gbnf}}).first.type,
+            "gbnf");
+
+  auto expect_both_400 = [&](const OrderedJson& extra, const std::string& param,
+                             const std::string& code, const std::string& words) {
+    expect_400(chat(extra), param, code, words);
+    try {
+      parse_completion_request(with(completion, extra));
+      ADD_FAILURE() << "accepted: " << extra.dump();
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), param) << e.what();
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect_both_400({{"grammar", 5}}, "grammar", "invalid_type", "expected a string");
+  expect_both_400({{"json_schema", "{}"}}, "json_schema", "invalid_type", "expected an object");
+  expect_both_400({{"response_format", {{"type", "json_object"}}}, {"grammar", gbnf}}, "grammar",
+                  "invalid_value", "'response_format' and 'grammar' both give the answer's shape");
+  expect_both_400({{"json_schema", schema}, {"grammar", gbnf}}, "grammar", "invalid_value",
+                  "'json_schema' and 'grammar'");
+  expect_both_400({{"response_format", {{"type", "json_object"}}}, {"json_schema", schema}},
+                  "json_schema", "invalid_value", "give only one");
+  expect_both_400({{"grammar", gbnf}, {"strata_grammar", {{"pattern", "a"}}}}, "strata_grammar",
+                  "invalid_value", "'grammar' and 'strata_grammar'");
+  expect_both_400({{"response_format", {{"type", "yaml"}}}}, "response_format.type",
+                  "invalid_value", "yaml");
+}
+
 TEST(OpenAiRequest, LogprobsAsOpenAiAllowsThem) {
   EXPECT_EQ(parse_chat_request(chat()).options.logprobs, -1);
   EXPECT_EQ(parse_chat_request(chat({{"logprobs", false}})).options.logprobs, -1);

@@ -1,8 +1,11 @@
 // Structured output through the HTTP server: response_format json_object and json_schema (chat's
-// shape), the strata_grammar field, bad schemas answered with a 400 in OpenAI's error shape, and
+// shape), llama.cpp's grammar (GBNF) and json_schema fields on chat and completions, the
+// strata_grammar field, bad schemas and grammars answered with a 400 in OpenAI's error shape, and
 // tool calls constrained in the real Llama 3 and Mistral templates' formats (a call to a tool the
 // request did not declare bent into a declared one; tool_choice and parallel_tool_calls).
 #include <gtest/gtest.h>
+
+#include <regex>
 
 #include "test_server.h"
 #include "text/chat/chat_template.h"
@@ -64,6 +67,142 @@ TEST(StructuredServer, TheGrammarFieldConstrainsTheAnswerToARegex) {
   ASSERT_EQ(r.status, 200) << r.body;
   const std::string content = Json::parse(r.body)["choices"][0]["message"]["content"];
   EXPECT_TRUE(content == "yes!" || content == "no!") << content;
+}
+
+// A GBNF grammar (llama.cpp's `grammar` field) and the same language as a regex, to check answers
+// by a matcher other than strata's own.
+const std::string kListGrammar =
+    "root ::= \"[\" item (\",\" item)* \"]\"  # a list of quoted words\n"
+    "item ::= \"\\\"\" [a-z]+ \"\\\"\"\n";
+const std::regex kListRegex(R"(\["[a-z]+"(,"[a-z]+")*\])");
+const std::string kYesNoGrammar = "root ::= answer \"!\"\nanswer ::= \"yes\" | \"no\"\n";
+
+Json completion_body(const std::string& prompt, Json extra = Json::object()) {
+  Json body = {{"model", "qwen3-test"}, {"prompt", prompt}};
+  body.update(extra);
+  return body;
+}
+
+std::string completion_text(const HttpResult& r) {
+  return Json::parse(r.body)["choices"][0]["text"].get<std::string>();
+}
+
+std::string chat_text(const HttpResult& r) {
+  return Json::parse(r.body)["choices"][0]["message"]["content"].get<std::string>();
+}
+
+TEST(StructuredServer, GbnfGrammarThatTheReplyFitsLeavesItAlone) {
+  TestServer s(R"(["ab","c"])");
+  const Json extra = {{"max_tokens", 30}, {"grammar", kListGrammar}};
+  const HttpResult chat = s.post("/v1/chat/completions", chat_body("Words?", extra));
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(chat_text(chat), R"(["ab","c"])");
+  const HttpResult completion = s.post("/v1/completions", completion_body("Words:", extra));
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  EXPECT_EQ(completion_text(completion), R"(["ab","c"])");
+  EXPECT_TRUE(std::regex_match(completion_text(completion), kListRegex));
+}
+
+TEST(StructuredServer, GbnfGrammarBendsChatAnswersAndCompletionsThatDoNotFit) {
+  TestServer s("maybe later");
+  for (bool stream : {false, true}) {
+    const Json extra = {{"stream", stream}, {"max_tokens", 10}, {"grammar", kYesNoGrammar}};
+    const HttpResult chat = s.post("/v1/chat/completions", chat_body("Yes or no?", extra));
+    ASSERT_EQ(chat.status, 200) << chat.body;
+    const std::string answer = stream ? read_stream(chat).content : chat_text(chat);
+    EXPECT_TRUE(answer == "yes!" || answer == "no!") << answer;
+    const HttpResult completion = s.post("/v1/completions", completion_body("Yes or no?", extra));
+    ASSERT_EQ(completion.status, 200) << completion.body;
+    const std::string text = stream ? read_stream(completion).content : completion_text(completion);
+    EXPECT_TRUE(text == "yes!" || text == "no!") << text;
+  }
+  // A list of words from a reply with none: whatever the picks, the text is a list.
+  const HttpResult list =
+      s.post("/v1/completions",
+             completion_body("Words:",
+                             {{"max_tokens", 40}, {"temperature", 0}, {"grammar", kListGrammar}}));
+  ASSERT_EQ(list.status, 200) << list.body;
+  const Json choice = Json::parse(list.body)["choices"][0];
+  const std::string text = choice["text"];
+  if (choice["finish_reason"] == "stop") {
+    EXPECT_TRUE(std::regex_match(text, kListRegex)) << text;
+  } else {  // cut by max_tokens: a prefix of a list
+    EXPECT_EQ(text.rfind("[\"", 0), 0u) << text;
+  }
+}
+
+TEST(StructuredServer, CompletionsTakeJsonSchemaAndResponseFormat) {
+  TestServer s("Sure! The city is Paris.");
+  Json schema = kCitySchema;
+  schema["properties"]["city"] = {{"enum", {"Rome", "Oslo"}}};
+  for (const Json& extra :
+       {Json{{"json_schema", schema}},
+        Json{{"response_format",
+              {{"type", "json_schema"}, {"json_schema", {{"name", "p"}, {"schema", schema}}}}}}}) {
+    Json body = completion_body("Where?", extra);
+    body["max_tokens"] = 40;
+    const HttpResult r = s.post("/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json v = Json::parse(completion_text(r));
+    EXPECT_TRUE(v["city"] == "Rome" || v["city"] == "Oslo") << v.dump();
+  }
+  // json_schema on chat too, as llama.cpp reads it.
+  const HttpResult chat = s.post(
+      "/v1/chat/completions", chat_body("Where?", {{"max_tokens", 40}, {"json_schema", schema}}));
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_TRUE(content_of(chat)["city"] == "Rome" || content_of(chat)["city"] == "Oslo")
+      << chat.body;
+  TestServer o("{\"n\": 42}");
+  const HttpResult object =
+      o.post("/v1/completions",
+             completion_body("JSON:",
+                             {{"max_tokens", 20}, {"response_format", {{"type", "json_object"}}}}));
+  ASSERT_EQ(object.status, 200) << object.body;
+  EXPECT_EQ(Json::parse(completion_text(object)), Json({{"n", 42}}));
+}
+
+TEST(StructuredServer, BadGrammarsAndTwoShapesAreA400NamingTheField) {
+  TestServer s("x");
+  struct Case {
+    Json fields;
+    std::string param, code, mention;
+  };
+  const std::vector<Case> cases = {
+      {{{"grammar", "root ::= (\"a\""}},
+       "grammar",
+       "invalid_grammar",
+       "Invalid grammar in 'grammar': line 1, column 14 (rule 'root'): expected ')'"},
+      {{{"grammar", "item ::= \"a\""}}, "grammar", "invalid_grammar", "no 'root' rule"},
+      {{{"grammar", "root ::= item\n"}},
+       "grammar",
+       "invalid_grammar",
+       "rule 'item' is used but never defined"},
+      {{{"grammar", "root ::= root \"a\" | \"b\""}},
+       "grammar",
+       "invalid_grammar",
+       "rule 'root' is left-recursive"},
+      {{{"grammar", "root ::= <think> \"a\""}}, "grammar", "invalid_grammar", "token matches"},
+      {{{"json_schema", {{"type", "array"}, {"uniqueItems", true}}}},
+       "json_schema",
+       "invalid_json_schema",
+       "uniqueItems"},
+      {{{"grammar", kYesNoGrammar}, {"json_schema", {{"type", "integer"}}}},
+       "grammar",
+       "invalid_value",
+       "'json_schema' and 'grammar' both give the answer's shape"},
+  };
+  for (const Case& c : cases)
+    for (const std::string route : {"/v1/chat/completions", "/v1/completions"}) {
+      const Json body =
+          route == "/v1/completions" ? completion_body("x", c.fields) : chat_body("x", c.fields);
+      const HttpResult r = s.post(route, body);
+      ASSERT_EQ(r.status, 400) << route << " " << r.body;
+      const Json e = Json::parse(r.body)["error"];
+      EXPECT_EQ(e["type"], "invalid_request_error") << r.body;
+      EXPECT_EQ(e["param"], c.param) << r.body;
+      EXPECT_EQ(e["code"], c.code) << r.body;
+      EXPECT_NE(e["message"].get<std::string>().find(c.mention), std::string::npos) << r.body;
+    }
 }
 
 // Anthropic's structured outputs: /v1/messages with output_format {"type": "json_schema",

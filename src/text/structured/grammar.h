@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,12 @@ class Grammar {
 
   Rule new_rule();  // no alternatives yet (matches nothing until some are added)
   void add(Rule rule, std::vector<Item> alternative);
+  // Drops the rule's alternatives: for a compiler that gives a rule a stand-in definition until
+  // the whole grammar is read.
+  void clear(Rule rule);
+  const std::vector<std::vector<Item>>& alternatives(Rule rule) const {
+    return alternatives_.at(rule);
+  }
   Item bytes(const ByteSet& set);
   static Item ref(Rule rule) { return Item{true, rule}; }
 
@@ -56,6 +63,15 @@ class Grammar {
   Rule root() const { return root_; }
   size_t rule_count() const { return alternatives_.size(); }
   size_t item_count() const { return items_; }
+
+  // Per rule: whether it matches the empty string.
+  std::vector<bool> nullable_rules() const;
+  // A rule that can call itself again before matching any byte with items left to match after
+  // the call (left recursion, directly or through other rules and empty-matching prefixes): the
+  // automaton's stack would grow without end on it. nullopt when there is none. A call that ends
+  // its alternative returns straight to its caller's caller, so recursion there (a repeat's
+  // tail) is fine.
+  std::optional<Rule> left_recursive_rule() const;
 
   // Lays the rules out as elements; the automaton calls it.
   void lay_out(std::vector<Element>& elements, std::vector<std::vector<uint32_t>>& starts) const;
