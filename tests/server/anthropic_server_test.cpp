@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include "sse_events.h"
 #include "test_server.h"
 #include "thinking_model.h"
 
@@ -37,39 +38,12 @@ Json message_body(const std::string& user, Json extra = Json::object()) {
   return body;
 }
 
-struct Event {
-  std::string name;
-  Json data;
-};
+using Event = test::SseEvent<Json>;
 
-// A streamed message's events, each frame checked: "event: NAME\ndata: JSON\n\n", the name the
-// data's type.
-std::vector<Event> read_events(const HttpResult& r) {
-  std::vector<Event> out;
-  size_t pos = 0;
-  while (pos < r.body.size()) {
-    const size_t end = r.body.find("\n\n", pos);
-    if (end == std::string::npos) {
-      ADD_FAILURE() << "an unterminated frame: " << r.body.substr(pos);
-      break;
-    }
-    const std::string frame = r.body.substr(pos, end - pos);
-    pos = end + 2;
-    const size_t newline = frame.find('\n');
-    EXPECT_EQ(frame.rfind("event: ", 0), 0u) << frame;
-    EXPECT_EQ(frame.substr(newline + 1, 6), "data: ") << frame;
-    Event e{frame.substr(7, newline - 7), Json::parse(frame.substr(newline + 7))};
-    EXPECT_EQ(e.data["type"], e.name) << frame;
-    out.push_back(std::move(e));
-  }
-  return out;
-}
+// A streamed message's events (test::sse_events checks each frame).
+std::vector<Event> read_events(const HttpResult& r) { return test::sse_events<Json>(r.body); }
 
-std::vector<std::string> names(const std::vector<Event>& events) {
-  std::vector<std::string> out;
-  for (const Event& e : events) out.push_back(e.name);
-  return out;
-}
+std::vector<std::string> names(const std::vector<Event>& events) { return test::event_names(events); }
 
 // The message a stream's events build, as an SDK accumulates them: blocks from their start
 // events and deltas (tool inputs parsed at their stop), stop reason and usage from message_delta.

@@ -9,6 +9,8 @@
 
 #include <vector>
 
+#include "sse_events.h"
+
 namespace strata::server {
 namespace {
 
@@ -27,38 +29,11 @@ bool starts_with(const OrderedJson& s, const std::string& prefix) {
   return s.is_string() && s.get<std::string>().rfind(prefix, 0) == 0;
 }
 
-struct Event {
-  std::string name;
-  OrderedJson data;
-};
+using Event = test::SseEvent<OrderedJson>;
 
-// Splits SSE text into its events, checking each frame ("event: NAME\ndata: JSON\n\n", the name
-// the data's type).
-std::vector<Event> events(const std::string& sse) {
-  std::vector<Event> out;
-  size_t pos = 0;
-  while (pos < sse.size()) {
-    const size_t end = sse.find("\n\n", pos);
-    EXPECT_NE(end, std::string::npos) << sse.substr(pos);
-    if (end == std::string::npos) break;
-    const std::string frame = sse.substr(pos, end - pos);
-    pos = end + 2;
-    EXPECT_EQ(frame.rfind("event: ", 0), 0u) << frame;
-    const size_t newline = frame.find('\n');
-    Event e{frame.substr(7, newline - 7), nullptr};
-    EXPECT_EQ(frame.substr(newline + 1, 6), "data: ") << frame;
-    e.data = OrderedJson::parse(frame.substr(newline + 7));
-    EXPECT_EQ(e.data["type"], e.name);
-    out.push_back(std::move(e));
-  }
-  return out;
-}
+std::vector<Event> events(const std::string& sse) { return test::sse_events<OrderedJson>(sse); }
 
-std::vector<std::string> names(const std::vector<Event>& es) {
-  std::vector<std::string> out;
-  for (const Event& e : es) out.push_back(e.name);
-  return out;
-}
+std::vector<std::string> names(const std::vector<Event>& es) { return test::event_names(es); }
 
 ToolCall weather_call() { return {0, "call_1", "get_weather", R"({"city":"Paris"})"}; }
 

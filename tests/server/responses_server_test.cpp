@@ -6,6 +6,7 @@
 // max_output_tokens ending a response incomplete, and errors in OpenAI's shape.
 #include <gtest/gtest.h>
 
+#include "sse_events.h"
 #include "test_server.h"
 #include "thinking_model.h"
 
@@ -39,40 +40,16 @@ bool starts_with(const Json& s, const std::string& prefix) {
   return s.is_string() && s.get<std::string>().rfind(prefix, 0) == 0;
 }
 
-struct Event {
-  std::string name;
-  Json data;
-};
+using Event = test::SseEvent<Json>;
 
-// A stream's events, each frame checked: "event: NAME\ndata: JSON\n\n", the name the data's type,
-// sequence numbers 0, 1, 2, ...
+// A stream's events (test::sse_events checks each frame), with sequence numbers 0, 1, 2, ...
 std::vector<Event> read_events(const HttpResult& r) {
-  std::vector<Event> out;
-  size_t pos = 0;
-  while (pos < r.body.size()) {
-    const size_t end = r.body.find("\n\n", pos);
-    if (end == std::string::npos) {
-      ADD_FAILURE() << "an unterminated frame: " << r.body.substr(pos);
-      break;
-    }
-    const std::string frame = r.body.substr(pos, end - pos);
-    pos = end + 2;
-    const size_t newline = frame.find('\n');
-    EXPECT_EQ(frame.rfind("event: ", 0), 0u) << frame;
-    EXPECT_EQ(frame.substr(newline + 1, 6), "data: ") << frame;
-    Event e{frame.substr(7, newline - 7), Json::parse(frame.substr(newline + 7))};
-    EXPECT_EQ(e.data["type"], e.name) << frame;
-    EXPECT_EQ(e.data["sequence_number"], out.size()) << frame;
-    out.push_back(std::move(e));
-  }
+  std::vector<Event> out = test::sse_events<Json>(r.body);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].data["sequence_number"], i) << out[i].data.dump();
   return out;
 }
 
-std::vector<std::string> names(const std::vector<Event>& events) {
-  std::vector<std::string> out;
-  for (const Event& e : events) out.push_back(e.name);
-  return out;
-}
+std::vector<std::string> names(const std::vector<Event>& events) { return test::event_names(events); }
 
 // The response a stream's events build, as the SDK accumulates them: items from their added
 // events, text from the deltas, arguments from theirs, each item checked against its done event,
