@@ -48,15 +48,6 @@ OrderedJson text_parts(const OrderedJson& blocks, const std::string& param) {
   return parts;
 }
 
-std::string joined(const OrderedJson& parts) {
-  std::string text;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) text += "\n";
-    text += parts[i]["text"].get<std::string>();
-  }
-  return text;
-}
-
 // Chat content for text parts: one part as its string (what templates handle best), several as
 // the list (joined or kept by the template, as for chat requests).
 OrderedJson content_of(OrderedJson parts) {
@@ -93,7 +84,7 @@ void add_system(const Fields& f, Conversation& out) {
 // system message only first, so its text joins the system prompt there, after what is already in
 // it.
 void add_late_system(const OrderedJson& blocks, const std::string& param, Conversation& out) {
-  const std::string text = joined(text_parts(blocks, param));
+  const std::string text = joined_text(text_parts(blocks, param));
   if (text.empty()) return;
   OrderedJson& messages = out.messages;
   if (messages.empty() || messages[0]["role"] != "system") {
@@ -101,7 +92,7 @@ void add_late_system(const OrderedJson& blocks, const std::string& param, Conver
     return;
   }
   OrderedJson& content = messages[0]["content"];
-  const std::string before = content.is_string() ? content.get<std::string>() : joined(content);
+  const std::string before = content.is_string() ? content.get<std::string>() : joined_text(content);
   content = before + "\n\n" + text;
 }
 
@@ -115,7 +106,7 @@ OrderedJson tool_message(const OrderedJson& block, const std::string& p, const C
     if (content->is_string())
       text = content->get<std::string>();
     else if (content->is_array())
-      text = joined(text_parts(*content, p + ".content"));
+      text = joined_text(text_parts(*content, p + ".content"));
     else
       wrong_type(p + ".content", "a string or an array of text blocks", *content);
   }

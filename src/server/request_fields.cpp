@@ -130,4 +130,13 @@ int64_t Fields::checked(const char* key, int64_t x, int64_t min, int64_t max) co
   return x;
 }
 
+std::string joined_text(const OrderedJson& parts) {
+  std::string text;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) text += "\n";
+    text += parts[i]["text"].get<std::string>();
+  }
+  return text;
+}
+
 }  // namespace strata::server

@@ -34,6 +34,9 @@ const char* json_type_name(const OrderedJson& v);  // "a string", "an object", .
 // A list past its cap, in OpenAI's words for its own caps (e.g. 128 tools).
 void check_length(const std::string& param, const OrderedJson& list, size_t max);
 
+// The "text" of each of parts (checked text parts), joined by newlines.
+std::string joined_text(const OrderedJson& parts);
+
 // Typed access to the fields of one JSON object; null counts as absent, as in OpenAI's API.
 // `prefix` names the object ("" for the body): a field's param is prefix + "." + key.
 class Fields {

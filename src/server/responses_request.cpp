@@ -63,15 +63,6 @@ OrderedJson text_parts(const OrderedJson& parts, const std::string& param) {
   return out;
 }
 
-std::string joined(const OrderedJson& parts) {
-  std::string text;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) text += "\n";
-    text += parts[i]["text"].get<std::string>();
-  }
-  return text;
-}
-
 // A message's content (a string or parts) as chat content: one part as its string, several as
 // the list (templates join or keep them, as for chat requests).
 OrderedJson content_of(const OrderedJson* content, const std::string& param) {
@@ -85,7 +76,7 @@ OrderedJson content_of(const OrderedJson* content, const std::string& param) {
 }
 
 std::string text_of(const OrderedJson& content) {
-  return content.is_string() ? content.get<std::string>() : joined(content);
+  return content.is_string() ? content.get<std::string>() : joined_text(content);
 }
 
 bool blank(const std::string& text) {
@@ -197,7 +188,7 @@ class Conversation {
     if (output->is_string())
       text = output->get<std::string>();
     else if (output->is_array())
-      text = joined(text_parts(*output, p + ".output"));
+      text = joined_text(text_parts(*output, p + ".output"));
     else
       wrong_type(p + ".output", "a string or an array of content parts", *output);
     f.string("id");
