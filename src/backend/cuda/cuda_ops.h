@@ -104,6 +104,7 @@ void fill_zero(void* dst, size_t nbytes);
 enum class WorkspaceSlot {
   kMatmul,
   kMatmulB,
+  kMatmulBPaired,  // x in bf16 in the order gemm_rows.cu pairs codes (gemm_rows_activations)
   kMatmulX,
   kMatmulSlices,  // the staged multi-row matmul's k slices' sums (gemv_tc_staged.cu)
   kFeed0,  // the forms of MatmulFeed slots 0 and 1 (feed.h)

@@ -211,18 +211,31 @@ void gemm(const Tensor& x, const Weight& w, const Tensor& out) {
 
 void gemm_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs) {
   const int64_t K = ws[0]->cols(), T = x.numel() / K;
+  // Few rows: the codes straight into the products (gemm_rows), all the weights in one launch
+  // where they allow it.
+  bool rows_kernel = gemm_rows_fusable(ws);
+  for (const Weight* w : ws) rows_kernel = rows_kernel && gemm_rows_supported(*w, T);
+  if (rows_kernel) {
+    gemm_rows(gemm_rows_paired(*ws[0]) ? gemm_rows_activations(x, T * K) : activations_bf16(x, T * K), T, ws,
+              outs);
+    return;
+  }
   const __nv_bfloat16* xb = nullptr;  // converted once, for the first quantized weight
+  const __nv_bfloat16* xp = nullptr;  // the same in gemm_rows' paired order
   for (size_t i = 0; i < ws.size(); ++i) {
     if (!ws[i]->quantized()) {
       gemm_float(x, *ws[i], outs[i]);
       continue;
     }
-    if (xb == nullptr) xb = activations_bf16(x, T * K);
     if (gemm_rows_supported(*ws[i], T)) {
-      gemm_rows(xb, T, *ws[i], outs[i]);  // few rows: the codes straight into the products
-    } else {
-      gemm_quantized(xb, T, *ws[i], outs[i]);
+      const bool paired = gemm_rows_paired(*ws[i]);
+      const __nv_bfloat16*& xr = paired ? xp : xb;
+      if (xr == nullptr) xr = paired ? gemm_rows_activations(x, T * K) : activations_bf16(x, T * K);
+      gemm_rows(xr, T, ws.subspan(i, 1), outs.subspan(i, 1));
+      continue;
     }
+    if (xb == nullptr) xb = activations_bf16(x, T * K);
+    gemm_quantized(xb, T, *ws[i], outs[i]);
   }
 }
 

@@ -5,9 +5,17 @@
 // instead of being written out as a bf16 copy and read again (the prefill GEMM's way, whose cost at
 // these rows is that copy).
 //
-// Numerics are the prefill GEMM's: each weight s·q + b computed in fp32 and rounded once to bf16,
-// x rounded to bf16, products summed in fp32 (mma.sync m16n8k16); only the order of the sums
-// differs, and with it a row's last bits depend on the batch's size.
+// Numerics are the prefill GEMM's: each weight s·q + b rounded once to bf16, x rounded to bf16,
+// products summed in fp32 (mma.sync m16n8k16); only the order of the sums differs, and with it a
+// row's last bits depend on the batch's size.
+//
+// Dequantizing is most of a warp's instructions, so for bf16 scales (MLX's usual) it takes four
+// a pair of weights: a shift, one logic op that puts two codes into the mantissas of the bf16 pair
+// (128 + q, 128 + q'), an exact bf16x2 subtraction of 128 and a bf16x2 fma of s and b (rounded
+// once, as above). The two codes one logic op reaches are 4 apart in a word (bits 4t and 4t + 16),
+// not the neighbours an mma's fragment pairs, so x is stored in the same order: in every 8 values,
+// x0 x4 x1 x5 x2 x6 x3 x7 (gemm_rows_activations); a sum over k does not care which slot holds
+// which k as long as the weight and x agree. Other scale types take the fp32 way, in x's order.
 //
 // A block of 4 warps takes 128 weight rows and every token; each warp 32 rows (two m16 tiles)
 // against all of them (up to eight n8 tiles). A k chunk of 64 codes per row and the tokens' 64
@@ -22,6 +30,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
 
 #include "backend/cuda/async_copy.h"
 #include "backend/cuda/bf16_pack.h"
@@ -52,14 +63,26 @@ struct Stage {
   __nv_bfloat16 x[kTiles * 8 * kXPitch];
 };
 
+// One weight of a launch: its rows are row blocks first_block.. of the grid, and its outputs
+// columns col0.. of the splits' sums.
 template <typename S>
-struct Params {
+struct Matrix {
   const uint32_t* codes;  // [N, K / 8]
   const S* scales;        // [N, K / group]
   const S* biases;
+  float* out;             // [T, N]
+  int N, first_block, col0;
+};
+
+constexpr int kMaxMatrices = 4;  // weights of equal K, group size and scale type in one launch
+
+template <typename S>
+struct Params {
+  Matrix<S> m[kMaxMatrices];
+  int matrices;
   const __nv_bfloat16* x;  // [T, K]
-  float* out;              // [T, N] (one split), else the splits' sums [splits, T, N]
-  int T, N, K, group_shift, chunks_per_split;
+  float* sums;             // with more than one split: the splits' sums [splits, T, cols]
+  int T, K, cols, group_shift, chunks_per_split;
 };
 
 // This thread's share of a stage's copies, fixed for the kernel: for each piece (16 bytes of a
@@ -75,12 +98,12 @@ struct Copies {
 };
 
 template <int kTiles, typename S>
-__device__ inline Copies<kTiles> copies_of(const Params<S>& p, int row0) {
+__device__ inline Copies<kTiles> copies_of(const Params<S>& p, const Matrix<S>& w, int row0) {
   Copies<kTiles> c;
 #pragma unroll
   for (int j = 0; j < Copies<kTiles>::kCode; ++j) {
     const int i = threadIdx.x + j * kThreads, r = i / 2, half = i % 2, row = row0 + r;
-    c.code_in[j] = row < p.N;
+    c.code_in[j] = row < w.N;
     c.code_src[j] = (c.code_in[j] ? row : 0) * (p.K / 8) + half * 4;
     c.code_dst[j] = r * kCodePitch + half * 16;
   }
@@ -94,33 +117,57 @@ __device__ inline Copies<kTiles> copies_of(const Params<S>& p, int row0) {
   return c;
 }
 
-// Copies chunk `c` (k from c · kChunk) of the block's rows and of every token into a stage.
-template <int kTiles, typename S>
-__device__ inline void load_stage(Stage<kTiles>& st, const Params<S>& p, const Copies<kTiles>& cp, int c) {
+// Copies chunk `c` (k from c · kChunk) of the block's rows' codes into a stage.
+template <int kTiles>
+__device__ inline void load_codes(Stage<kTiles>& st, const uint32_t* codes, const Copies<kTiles>& cp, int c) {
   const int k0 = c * kChunk;
 #pragma unroll
   for (int j = 0; j < Copies<kTiles>::kCode; ++j)
-    copy_async16(st.codes + cp.code_dst[j], p.codes + cp.code_src[j] + k0 / 8, cp.code_in[j] ? 16 : 0);
+    copy_async16(st.codes + cp.code_dst[j], codes + cp.code_src[j] + k0 / 8, cp.code_in[j] ? 16 : 0);
+}
+
+// The same for every token's x.
+template <int kTiles>
+__device__ inline void load_x(Stage<kTiles>& st, const __nv_bfloat16* x, const Copies<kTiles>& cp, int c) {
+  const int k0 = c * kChunk;
 #pragma unroll
   for (int j = 0; j < Copies<kTiles>::kX; ++j)
-    copy_async16(st.x + cp.x_dst[j], p.x + cp.x_src[j] + k0, cp.x_in[j] ? 16 : 0);
+    copy_async16(st.x + cp.x_dst[j], x + cp.x_src[j] + k0, cp.x_in[j] ? 16 : 0);
+}
+
+// Whether weights with scales of type S take the paired dequantization (and x in paired order).
+template <typename S>
+constexpr bool kPaired = std::is_same_v<S, __nv_bfloat16>;
+
+// A scale or bias as the dequantization takes it: for the paired way the bf16 twice (both halves
+// of a bf16x2), else fp32.
+template <typename S>
+using Affine = std::conditional_t<kPaired<S>, uint32_t, float>;
+
+template <typename S>
+__device__ inline Affine<S> affine_of(S v) {
+  if constexpr (kPaired<S>) {
+    const uint32_t bits = __bfloat16_as_ushort(v);
+    return bits | (bits << 16);
+  } else {
+    return scale_to_float(v);
+  }
 }
 
 // The scale and bias of this lane's four rows (warp rows g, g + 8, g + 16, g + 24; their first
-// group at `first`) for chunk c's k steps: step j's group is (k0 + 16 j) >> group_shift, two a
-// chunk for groups of 32, else one; index [row][first or second half of the chunk].
-template <typename S>
-__device__ inline void load_affine(const Params<S>& p, const int (&first)[4], int c, float (&s)[4][2],
-                                   float (&b)[4][2]) {
-  const int g0 = (c * kChunk) >> p.group_shift;
-  const bool two = p.group_shift == 5;
+// group at `first`) for chunk c's k steps: step j's group is (k0 + 16 j) >> group_shift, kHalves
+// of them a chunk (2 for groups of 32, else 1); index [row][half of the chunk].
+template <int kHalves, typename S>
+__device__ inline void load_affine(const Matrix<S>& w, int group_shift, const int (&first)[4], int c,
+                                   Affine<S> (&s)[4][kHalves], Affine<S> (&b)[4][kHalves]) {
+  const int g0 = (c * kChunk) >> group_shift;
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    s[r][0] = scale_to_float(__ldg(p.scales + first[r] + g0));
-    b[r][0] = scale_to_float(__ldg(p.biases + first[r] + g0));
-    s[r][1] = two ? scale_to_float(__ldg(p.scales + first[r] + g0 + 1)) : s[r][0];
-    b[r][1] = two ? scale_to_float(__ldg(p.biases + first[r] + g0 + 1)) : b[r][0];
-  }
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      s[r][h] = affine_of(__ldg(w.scales + first[r] + g0 + h));
+      b[r][h] = affine_of(__ldg(w.biases + first[r] + g0 + h));
+    }
 }
 
 // The two weights of one row whose codes are the low byte of v (q0 in its low nibble, q1 in its
@@ -132,55 +179,101 @@ __device__ inline uint32_t dequant2(uint32_t v, float s, float s16, float b) {
   return pack_bf16x2(__fmaf_rn(s, q0, b), __fmaf_rn(s16, q1x16, b));
 }
 
-template <int kTiles, typename S>
+// The paired way: v is a word of codes shifted right by 4t, codes t and t + 4 in bits 0-3 and
+// 16-19; the bf16 pair (s·q_t + b, s·q_{t+4} + b).
+__device__ inline uint32_t dequant_pair(uint32_t v, uint32_t s2, uint32_t b2) {
+  constexpr uint32_t kMagic = 0x43004300u;  // bf16 128.0 twice: 128 + q keeps q in the mantissa
+  const uint32_t biased = (v & 0x000F000Fu) | kMagic;
+  __nv_bfloat162 q, magic, s, b;
+  memcpy(&q, &biased, 4);
+  memcpy(&magic, &kMagic, 4);
+  memcpy(&s, &s2, 4);
+  memcpy(&b, &b2, 4);
+  const __nv_bfloat162 w = __hfma2(__hsub2(q, magic), s, b);
+  uint32_t out;
+  memcpy(&out, &w, 4);
+  return out;
+}
+
+// A warp's A fragments for k step j of a stage: rows g and g + 8 of each of its two m16 tiles,
+// their codes at `codes` (the warp's first staged row), their scales and biases s, b ([row][half]).
+template <int kHalves, typename S>
+__device__ inline void dequant_step(const uint8_t* codes, int j, int g, int t, const Affine<S> (&s)[4][kHalves],
+                                    const Affine<S> (&b)[4][kHalves], uint32_t (&a)[2][4]) {
+  const int h = kHalves == 2 ? j / 2 : 0;  // the chunk's half: its second group when groups are 32
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const uint2 lo = *reinterpret_cast<const uint2*>(codes + (16 * m + g) * kCodePitch + 8 * j);
+    const uint2 hi = *reinterpret_cast<const uint2*>(codes + (16 * m + g + 8) * kCodePitch + 8 * j);
+    const Affine<S> sl = s[2 * m][h], bl = b[2 * m][h], sh8 = s[2 * m + 1][h], bh8 = b[2 * m + 1][h];
+    if constexpr (kPaired<S>) {
+      const int sh = 4 * t;
+      a[m][0] = dequant_pair(lo.x >> sh, sl, bl);
+      a[m][1] = dequant_pair(hi.x >> sh, sh8, bh8);
+      a[m][2] = dequant_pair(lo.y >> sh, sl, bl);
+      a[m][3] = dequant_pair(hi.y >> sh, sh8, bh8);
+    } else {
+      const int sh = 8 * t;
+      const float sl16 = sl * 0.0625f, sh16 = sh8 * 0.0625f;
+      a[m][0] = dequant2(lo.x >> sh, sl, sl16, bl);
+      a[m][1] = dequant2(hi.x >> sh, sh8, sh16, bh8);
+      a[m][2] = dequant2(lo.y >> sh, sl, sl16, bl);
+      a[m][3] = dequant2(hi.y >> sh, sh8, sh16, bh8);
+    }
+  }
+}
+
+// kHalves: groups a chunk (2 for groups of 32, else 1).
+template <int kTiles, int kHalves, typename S>
 __global__ void __launch_bounds__(kThreads, 3) gemm_rows_kernel(const Params<S> p) {
   extern __shared__ __align__(16) unsigned char smem[];
   auto* stages = reinterpret_cast<Stage<kTiles>*>(smem);
-  wait_for_inputs();
+  int which = 0;  // the block's weight
+#pragma unroll
+  for (int i = 1; i < kMaxMatrices; ++i)
+    if (i < p.matrices && static_cast<int>(blockIdx.x) >= p.m[i].first_block) which = i;
+  const Matrix<S>& w = p.m[which];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int row0 = blockIdx.x * kBlockRows, warp_row0 = row0 + warp * kWarpRows;
+  const int row0 = (blockIdx.x - w.first_block) * kBlockRows, warp_row0 = row0 + warp * kWarpRows;
   const int chunks = p.K / kChunk;
   const int c0 = blockIdx.y * p.chunks_per_split, c1 = min(chunks, c0 + p.chunks_per_split);
 
-  float acc[2][kTiles][4] = {};
-  const Copies<kTiles> cp = copies_of<kTiles>(p, row0);
+  // The weights need nothing from the kernels before this one: their first stages' codes and the
+  // first chunk's scales are on their way before the wait (launch.h). Each stage's x follows after
+  // it, one commit group a stage (the first group also holds every early code copy).
+  const Copies<kTiles> cp = copies_of<kTiles>(p, w, row0);
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
-    if (c0 + i < c1) load_stage(stages[i], p, cp, c0 + i);
-    copy_async_commit();
-  }
+  for (int i = 0; i < kStages - 1; ++i)
+    if (c0 + i < c1) load_codes(stages[i], w.codes, cp, c0 + i);
   int first[4];  // the first group of each of this lane's rows (past N: the last row's)
 #pragma unroll
-  for (int r = 0; r < 4; ++r) first[r] = min(warp_row0 + g + 8 * r, p.N - 1) * (p.K >> p.group_shift);
-  float s[4][2], b[4][2];
-  load_affine(p, first, c0, s, b);
+  for (int r = 0; r < 4; ++r) first[r] = min(warp_row0 + g + 8 * r, w.N - 1) * (p.K >> p.group_shift);
+  Affine<S> s[4][kHalves], b[4][kHalves];
+  load_affine<kHalves>(w, p.group_shift, first, c0, s, b);
+  wait_for_inputs();
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (c0 + i < c1) load_x(stages[i], p.x, cp, c0 + i);
+    copy_async_commit();
+  }
+
+  float acc[2][kTiles][4] = {};
   for (int c = c0; c < c1; ++c) {
     copy_async_wait<kStages - 2>();
     __syncthreads();  // chunk c landed for every thread; the stage chunk c - 1 used is free
-    if (c + kStages - 1 < c1) load_stage(stages[(c - c0 + kStages - 1) % kStages], p, cp, c + kStages - 1);
+    if (c + kStages - 1 < c1) {
+      Stage<kTiles>& next = stages[(c - c0 + kStages - 1) % kStages];
+      load_codes(next, w.codes, cp, c + kStages - 1);
+      load_x(next, p.x, cp, c + kStages - 1);
+    }
     copy_async_commit();
     const Stage<kTiles>& st = stages[(c - c0) % kStages];
-    float ns[4][2], nb[4][2];  // the next chunk's, in flight during this one
-    if (c + 1 < c1) load_affine(p, first, c + 1, ns, nb);
+    Affine<S> ns[4][kHalves], nb[4][kHalves];  // the next chunk's, in flight during this one
+    if (c + 1 < c1) load_affine<kHalves>(w, p.group_shift, first, c + 1, ns, nb);
 #pragma unroll
     for (int j = 0; j < kChunk / 16; ++j) {
-      const int h = j / 2;  // the chunk's half: its second group when groups are 32
       uint32_t a[2][4];
-#pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        const uint2 lo = *reinterpret_cast<const uint2*>(
-            st.codes + (warp * kWarpRows + 16 * m + g) * kCodePitch + 8 * j);
-        const uint2 hi = *reinterpret_cast<const uint2*>(
-            st.codes + (warp * kWarpRows + 16 * m + g + 8) * kCodePitch + 8 * j);
-        const int sh = 8 * t;
-        const float sl = s[2 * m][h], bl = b[2 * m][h], sh8 = s[2 * m + 1][h],
-                    bh8 = b[2 * m + 1][h];
-        const float sl16 = sl * 0.0625f, sh16 = sh8 * 0.0625f;
-        a[m][0] = dequant2(lo.x >> sh, sl, sl16, bl);
-        a[m][1] = dequant2(hi.x >> sh, sh8, sh16, bh8);
-        a[m][2] = dequant2(lo.y >> sh, sl, sl16, bl);
-        a[m][3] = dequant2(hi.y >> sh, sh8, sh16, bh8);
-      }
+      dequant_step<kHalves, S>(st.codes + warp * kWarpRows * kCodePitch, j, g, t, s, b, a);
 #pragma unroll
       for (int n = 0; n < kTiles; n += 2) {
         // Matrices: tile n's k 0-7 and 8-15 of this step, then tile n + 1's.
@@ -198,12 +291,15 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_rows_kernel(const Params<S> 
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) s[r][h] = ns[r][h], b[r][h] = nb[r][h];
+        for (int h = 0; h < kHalves; ++h) s[r][h] = ns[r][h], b[r][h] = nb[r][h];
     }
   }
   copy_async_wait_all();
 
-  float* dst = p.out + static_cast<int64_t>(blockIdx.y) * p.T * p.N;
+  // One split: the weight's own outputs [T, N]; else this split's columns of the sums.
+  const bool whole = p.sums == nullptr;
+  float* dst = whole ? w.out : p.sums + static_cast<int64_t>(blockIdx.y) * p.T * p.cols + w.col0;
+  const int64_t pitch = whole ? w.N : p.cols;
 #pragma unroll
   for (int m = 0; m < 2; ++m)
 #pragma unroll
@@ -211,24 +307,43 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_rows_kernel(const Params<S> 
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int row = warp_row0 + 16 * m + g + 8 * (e / 2), tok = 8 * n + 2 * t + e % 2;
-        if (row < p.N && tok < p.T) dst[static_cast<int64_t>(tok) * p.N + row] = acc[m][n][e];
+        if (row < w.N && tok < p.T) dst[tok * pitch + row] = acc[m][n][e];
       }
 }
 
-// out[i] = the splits' sums of element i, added in split order.
-__global__ void add_splits_kernel(const float* __restrict__ sums, int splits, int64_t n, float* __restrict__ out) {
+// x rounded to bf16 in the paired way's order: out's 8 values at 8i are x[8i + 0, 4, 1, 5, 2, 6,
+// 3, 7] (x need not be 16-byte aligned: a view into the middle of a buffer).
+__global__ void to_bf16_paired_kernel(const float* __restrict__ x, int64_t n8, uint4* __restrict__ out) {
   wait_for_inputs();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float v = sums[i];
-  for (int s = 1; s < splits; ++s) v += sums[s * n + i];
-  out[i] = v;
+  if (i >= n8) return;
+  const float* v = x + 8 * i;
+  out[i] = make_uint4(pack_bf16x2(v[0], v[4]), pack_bf16x2(v[1], v[5]), pack_bf16x2(v[2], v[6]),
+                      pack_bf16x2(v[3], v[7]));
 }
 
-template <int kTiles, typename S>
+// Each weight's outputs: the splits' sums [splits, T, cols] of its columns, added in split order.
+template <typename S>
+__global__ void add_splits_kernel(const Params<S> p, int splits) {
+  wait_for_inputs();
+  const int64_t n = static_cast<int64_t>(p.T) * p.cols;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int tok = static_cast<int>(i / p.cols), col = static_cast<int>(i % p.cols);
+  int which = 0;
+#pragma unroll
+  for (int k = 1; k < kMaxMatrices; ++k)
+    if (k < p.matrices && col >= p.m[k].col0) which = k;
+  const Matrix<S>& w = p.m[which];
+  float v = p.sums[i];
+  for (int s = 1; s < splits; ++s) v += p.sums[s * n + i];
+  w.out[static_cast<int64_t>(tok) * w.N + (col - w.col0)] = v;
+}
+
+template <int kTiles, int kHalves, typename S>
 void launch_rows(const Params<S>& p, int row_blocks, int splits) {
   constexpr size_t kSmem = kStages * sizeof(Stage<kTiles>);
-  auto* const kernel = gemm_rows_kernel<kTiles, S>;
+  auto* const kernel = gemm_rows_kernel<kTiles, kHalves, S>;
   static const bool sized = [&] {
     allow_shared_bytes(kernel, kSmem);
     return true;
@@ -237,52 +352,87 @@ void launch_rows(const Params<S>& p, int row_blocks, int splits) {
   launch(kernel, dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits)), kThreads, kSmem, p);
 }
 
+template <int kHalves, typename S>
+void launch_tiles(const Params<S>& p, int row_blocks, int splits) {
+  switch ((p.T + 7) / 8) {
+    case 4: launch_rows<4, kHalves, S>(p, row_blocks, splits); break;
+    case 5:
+    case 6: launch_rows<6, kHalves, S>(p, row_blocks, splits); break;
+    case 7:
+    case 8: launch_rows<8, kHalves, S>(p, row_blocks, splits); break;
+    default: launch_rows<4, kHalves, S>(p, row_blocks, splits); break;  // 17 to 32 tokens (and fewer)
+  }
+}
+
 template <typename S>
-void gemm_rows_one(const __nv_bfloat16* xb, int64_t T, const Weight& w, const Tensor& out) {
-  const int64_t N = w.rows(), K = w.cols();
-  const int row_blocks = static_cast<int>((N + kBlockRows - 1) / kBlockRows);
+void gemm_rows_group(const __nv_bfloat16* xb, int64_t T, std::span<const Weight* const> ws,
+                     std::span<const Tensor> outs) {
+  const int64_t K = ws[0]->cols();
+  Params<S> p{};
+  int row_blocks = 0, cols = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const int N = static_cast<int>(ws[i]->rows());
+    p.m[i] = Matrix<S>{ws[i]->w.as<const uint32_t>(), ws[i]->scales.as<const S>(), ws[i]->biases.as<const S>(),
+                       outs[i].as<float>(), N, row_blocks, cols};
+    row_blocks += (N + kBlockRows - 1) / kBlockRows;
+    cols += N;
+  }
+  p.matrices = static_cast<int>(ws.size());
   const int chunks = static_cast<int>(K / kChunk);
   // Splits for about one wave of three blocks a multiprocessor, each at least kMinChunksPerSplit
   // chunks long.
   const int want = std::max(1, 3 * sm_count() / row_blocks);
   const int splits = std::max(1, std::min(want, chunks / kMinChunksPerSplit));
-  Params<S> p{};
-  p.codes = w.w.as<const uint32_t>();
-  p.scales = w.scales.as<const S>();
-  p.biases = w.biases.as<const S>();
   p.x = xb;
   p.T = static_cast<int>(T);
-  p.N = static_cast<int>(N);
   p.K = static_cast<int>(K);
-  p.group_shift = std::countr_zero(static_cast<unsigned>(w.group_size));
+  p.cols = cols;
+  p.group_shift = std::countr_zero(static_cast<unsigned>(ws[0]->group_size));
   p.chunks_per_split = (chunks + splits - 1) / splits;
   const int used = (chunks + p.chunks_per_split - 1) / p.chunks_per_split;  // splits with chunks
-  p.out = used == 1 ? out.as<float>()
-                    : static_cast<float*>(workspace(WorkspaceSlot::kMatmulSlices,
-                                                    static_cast<size_t>(used) * T * N * sizeof(float)));
-  switch ((T + 7) / 8) {
-    case 4: launch_rows<4, S>(p, row_blocks, used); break;
-    case 5: launch_rows<6, S>(p, row_blocks, used); break;
-    case 6: launch_rows<6, S>(p, row_blocks, used); break;
-    case 7: launch_rows<8, S>(p, row_blocks, used); break;
-    case 8: launch_rows<8, S>(p, row_blocks, used); break;
-    default: launch_rows<4, S>(p, row_blocks, used); break;  // 17 to 32 tokens (and fewer)
+  p.sums = used == 1 ? nullptr
+                     : static_cast<float*>(workspace(WorkspaceSlot::kMatmulSlices,
+                                                     static_cast<size_t>(used) * T * cols * sizeof(float)));
+  if (ws[0]->group_size == 32) {
+    launch_tiles<2, S>(p, row_blocks, used);
+  } else {
+    launch_tiles<1, S>(p, row_blocks, used);
   }
   if (used > 1) {
-    const int64_t n = T * N;
-    launch(add_splits_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, p.out, used, n, out.as<float>());
+    const int64_t n = T * cols;
+    launch(add_splits_kernel<S>, static_cast<unsigned>((n + 255) / 256), 256, 0, p, used);
   }
 }
 
 }  // namespace
+
+bool gemm_rows_paired(const Weight& w) { return w.scales.dtype == DType::kBF16; }
+
+const __nv_bfloat16* gemm_rows_activations(const Tensor& x, int64_t n) {
+  auto* xp = static_cast<uint4*>(
+      workspace(WorkspaceSlot::kMatmulBPaired, static_cast<size_t>(n) * sizeof(__nv_bfloat16)));
+  constexpr int kConvertThreads = 256;
+  launch(to_bf16_paired_kernel, static_cast<unsigned>((n / 8 + kConvertThreads - 1) / kConvertThreads),
+         kConvertThreads, 0, x.as<const float>(), n / 8, xp);
+  return reinterpret_cast<const __nv_bfloat16*>(xp);
+}
 
 bool gemm_rows_supported(const Weight& w, int64_t rows) {
   return w.quantized() && w.bits == 4 && (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) &&
          w.cols() % kChunk == 0 && rows >= 1 && rows <= kGemmRowsMax;
 }
 
-void gemm_rows(const __nv_bfloat16* xb, int64_t T, const Weight& w, const Tensor& out) {
-  with_scale_type(w, [&](auto s) { gemm_rows_one<decltype(s)>(xb, T, w, out); });
+bool gemm_rows_fusable(std::span<const Weight* const> ws) {
+  if (ws.empty() || ws.size() > static_cast<size_t>(kMaxMatrices)) return false;
+  for (const Weight* w : ws)
+    if (w->cols() != ws[0]->cols() || w->group_size != ws[0]->group_size ||
+        w->scales.dtype != ws[0]->scales.dtype)
+      return false;
+  return true;
+}
+
+void gemm_rows(const __nv_bfloat16* xb, int64_t T, std::span<const Weight* const> ws, std::span<const Tensor> outs) {
+  with_scale_type(*ws[0], [&](auto s) { gemm_rows_group<decltype(s)>(xb, T, ws, outs); });
 }
 
 }  // namespace strata::backend::cuda

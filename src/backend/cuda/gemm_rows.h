@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <span>
 
 #include "backend/weight.h"
 #include "core/tensor.h"
@@ -17,7 +18,19 @@ constexpr int64_t kGemmRowsMax = 64;
 // Whether gemm_rows takes w for `rows` activation rows.
 bool gemm_rows_supported(const Weight& w, int64_t rows);
 
-// out [T, N] = xb [T, K] (bf16) · wᵀ.
-void gemm_rows(const __nv_bfloat16* xb, int64_t T, const Weight& w, const Tensor& out);
+// Whether gemm_rows reads x for w in the paired order (bf16 scales: gemm_rows_activations' order)
+// rather than as it is (activations rounded to bf16 in place).
+bool gemm_rows_paired(const Weight& w);
+
+// x's n floats (a whole number of 8) rounded to bf16 in the paired order, in a workspace.
+const __nv_bfloat16* gemm_rows_activations(const Tensor& x, int64_t n);
+
+// Whether gemm_rows takes ws in one launch: at most 4 weights of equal K, group size and scale
+// dtype (each of them gemm_rows_supported).
+bool gemm_rows_fusable(std::span<const Weight* const> ws);
+
+// outs[i] [T, N_i] = xb [T, K] (bf16, in the order gemm_rows_paired says) · ws[i]ᵀ, in one launch
+// (plus one that adds split sums).
+void gemm_rows(const __nv_bfloat16* xb, int64_t T, std::span<const Weight* const> ws, std::span<const Tensor> outs);
 
 }  // namespace strata::backend::cuda

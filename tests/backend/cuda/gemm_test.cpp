@@ -140,6 +140,43 @@ TEST_F(CudaGemm, FewRowsMatchCpuThroughTheRegisterDequantizingKernel) {
   }
 }
 
+// Several 4-bit weights of one K in one register-dequantizing launch (a layer's projections): rows
+// that are no whole number of the kernel's 128-row blocks, a weight of a single block and one of
+// several, splits of K, groups of 32 and 64, bf16 scales (paired dequantization) and f16 ones;
+// each weight's outputs equal its own CPU matmul.
+TEST_F(CudaGemm, WeightsOfOneLaunchEachMatchCpu) {
+  const int64_t K = 1024;
+  for (int gs : {32, 64}) {
+    for (DType dtype : {DType::kBF16, DType::kF16}) {
+      const QuantizedWeight ws[] = {make_weight(300, K, 4, gs, dtype, 95), make_weight(32, K, 4, gs, dtype, 96),
+                                    make_weight(1024, K, 4, gs, dtype, 97), make_weight(64, K, 4, gs, dtype, 98)};
+      for (int64_t T : {25, 40, 64}) {
+        const HostTensor x = random_tensor({T, K}, 99 + static_cast<uint32_t>(T));
+        const auto dx = backend::cuda::upload(x);
+        std::vector<const backend::Weight*> devs;
+        std::vector<HostTensor> got;
+        std::vector<backend::cuda::DeviceTensor> douts;
+        std::vector<Tensor> outs;
+        for (const QuantizedWeight& w : ws) {
+          devs.push_back(&w.dev);
+          got.push_back(test::nan_tensor({T, w.host.rows()}));
+          douts.push_back(backend::cuda::upload(got.back()));
+          outs.push_back(douts.back().view);
+        }
+        backend::cuda::gemm_group(dx.view, devs, outs);
+        for (size_t i = 0; i < std::size(ws); ++i) {
+          HostTensor ref(DType::kF32, {T, ws[i].host.rows()});
+          backend::cpu::matmul(x, ws[i].host, ref);
+          backend::cuda::download(outs[i], got[i]);
+          for (int64_t j = 0; j < ref.numel(); ++j)
+            ASSERT_NEAR(got[i].as<float>()[j], ref.as<float>()[j], bf16_bound(K))
+                << "group " << gs << " scales " << dtype_name(dtype) << " T " << T << " weight " << i << " at " << j;
+        }
+      }
+    }
+  }
+}
+
 // Activations that start mid-buffer (not 16-byte aligned) take the scalar bf16 conversion.
 TEST_F(CudaGemm, TakesActivationsThatAreNotSixteenByteAligned) {
   const QuantizedWeight w = make_weight(256, 512, 4, 64, DType::kBF16, 80);
