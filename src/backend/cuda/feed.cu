@@ -31,7 +31,7 @@ FeedForm begin_feed(FeedKind kind, MatmulFeed* feed, const void* source, int64_t
   if (feed == nullptr) return {};
   MatmulFeed::none(feed);
   const Weight* w = feed->weight;
-  const int64_t most_rows = kind == FeedKind::kNorm ? kMaxFedRows : 1;
+  const int64_t most_rows = kind == FeedKind::kNorm ? decode_kernel_rows() : 1;
   if (w == nullptr || rows < 1 || rows > most_rows || w->cols() != K || !extra_ok ||
       !feeds_enabled(kind) || !gemv_tc_supported(*w))
     return {};

@@ -27,6 +27,10 @@ namespace strata::backend::cuda {
 // matmul takes at most in one call (gemv_tc_rows): a decode step's sequences, or a short prompt chunk.
 constexpr int64_t kMaxFedRows = 64;
 
+// The most rows the tensor-core decode kernels take now (matmul.cu): kMaxFedRows, or fewer with
+// batch invariance off, where more go to the GEMM, which reads no forms.
+int64_t decode_kernel_rows();
+
 // The form a producer writes: its weight's bits and folds (runs of 64 four-bit codes in groups of
 // 32 fold twice), over K activations, at `data`; null data: no form.
 struct FeedForm {

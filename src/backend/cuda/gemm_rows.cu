@@ -157,16 +157,30 @@ __device__ inline Affine<S> affine_of(S v) {
 // The scale and bias of this lane's four rows (warp rows g, g + 8, g + 16, g + 24; their first
 // group at `first`) for chunk c's k steps: step j's group is (k0 + 16 j) >> group_shift, kHalves
 // of them a chunk (2 for groups of 32, else 1); index [row][half of the chunk].
+// They are loaded a chunk ahead as they are stored (load_affine) and put in the dequantization's
+// form (to_affine) only when the chunk comes, so nothing waits on the loads in between.
 template <int kHalves, typename S>
 __device__ inline void load_affine(const Matrix<S>& w, int group_shift, const int (&first)[4], int c,
-                                   Affine<S> (&s)[4][kHalves], Affine<S> (&b)[4][kHalves]) {
+                                   S (&s)[4][kHalves], S (&b)[4][kHalves]) {
   const int g0 = (c * kChunk) >> group_shift;
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
-      s[r][h] = affine_of(__ldg(w.scales + first[r] + g0 + h));
-      b[r][h] = affine_of(__ldg(w.biases + first[r] + g0 + h));
+      s[r][h] = __ldg(w.scales + first[r] + g0 + h);
+      b[r][h] = __ldg(w.biases + first[r] + g0 + h);
+    }
+}
+
+template <int kHalves, typename S>
+__device__ inline void to_affine(const S (&s)[4][kHalves], const S (&b)[4][kHalves], Affine<S> (&as)[4][kHalves],
+                                 Affine<S> (&ab)[4][kHalves]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      as[r][h] = affine_of(s[r][h]);
+      ab[r][h] = affine_of(b[r][h]);
     }
 }
 
@@ -232,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_rows_kernel(const Params<S> 
 #pragma unroll
   for (int i = 1; i < kMaxMatrices; ++i)
     if (i < p.matrices && static_cast<int>(blockIdx.x) >= p.m[i].first_block) which = i;
-  const Matrix<S>& w = p.m[which];
+  const Matrix<S> w = p.m[which];  // in registers (indexing the parameters reloads them)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int row0 = (blockIdx.x - w.first_block) * kBlockRows, warp_row0 = row0 + warp * kWarpRows;
   const int chunks = p.K / kChunk;
@@ -248,8 +262,8 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_rows_kernel(const Params<S> 
   int first[4];  // the first group of each of this lane's rows (past N: the last row's)
 #pragma unroll
   for (int r = 0; r < 4; ++r) first[r] = min(warp_row0 + g + 8 * r, w.N - 1) * (p.K >> p.group_shift);
-  Affine<S> s[4][kHalves], b[4][kHalves];
-  load_affine<kHalves>(w, p.group_shift, first, c0, s, b);
+  S ns[4][kHalves], nb[4][kHalves];  // the next chunk's scales and biases, as stored
+  load_affine<kHalves>(w, p.group_shift, first, c0, ns, nb);
   wait_for_inputs();
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
@@ -268,8 +282,9 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_rows_kernel(const Params<S> 
     }
     copy_async_commit();
     const Stage<kTiles>& st = stages[(c - c0) % kStages];
-    Affine<S> ns[4][kHalves], nb[4][kHalves];  // the next chunk's, in flight during this one
-    if (c + 1 < c1) load_affine<kHalves>(w, p.group_shift, first, c + 1, ns, nb);
+    Affine<S> s[4][kHalves], b[4][kHalves];  // this chunk's
+    to_affine<kHalves>(ns, nb, s, b);
+    if (c + 1 < c1) load_affine<kHalves>(w, p.group_shift, first, c + 1, ns, nb);  // in flight meanwhile
 #pragma unroll
     for (int j = 0; j < kChunk / 16; ++j) {
       uint32_t a[2][4];
@@ -286,12 +301,6 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_rows_kernel(const Params<S> 
           if (n + 1 < kTiles) mma_bf16(acc[m][n + 1], a[m], x4[2], x4[3]);
         }
       }
-    }
-    if (c + 1 < c1) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int h = 0; h < kHalves; ++h) s[r][h] = ns[r][h], b[r][h] = nb[r][h];
     }
   }
   copy_async_wait_all();
@@ -334,7 +343,7 @@ __global__ void add_splits_kernel(const Params<S> p, int splits) {
 #pragma unroll
   for (int k = 1; k < kMaxMatrices; ++k)
     if (k < p.matrices && col >= p.m[k].col0) which = k;
-  const Matrix<S>& w = p.m[which];
+  const Matrix<S> w = p.m[which];  // in registers (indexing the parameters reloads them)
   float v = p.sums[i];
   for (int s = 1; s < splits; ++s) v += p.sums[s * n + i];
   w.out[static_cast<int64_t>(tok) * w.N + (col - w.col0)] = v;

@@ -226,9 +226,10 @@ bool tensor_cores_enabled() { return tuning().gemv_tensor_cores; }
 // on the rows (measured on an H200, 9B 4-bit decode steps through the copy: 13.1 ms at 16
 // sequences against 9.0 ms with the row kernels, 19.8 against 34.5 at 64; even at about 25).
 constexpr int64_t kGemmRows = 24;
-int64_t invariant_rows() { return tuning().batch_invariant ? kMaxFedRows : kGemmRows; }
 
 }  // namespace
+
+int64_t decode_kernel_rows() { return tuning().batch_invariant ? kMaxFedRows : kGemmRows; }
 
 void matmul(const Tensor& x, const Weight& w, const Tensor& out, const MatmulFeed* feed) {
   const Weight* ws[1] = {&w};
@@ -252,7 +253,7 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
   float* out_ptr[kMaxSegments];  // of a launch of segments (at most kMaxSegments: fusable)
   if (fusable)
     for (size_t i = 0; i < ws.size(); ++i) out_ptr[i] = outs[i].as<float>();
-  if (tensor_cores && rows > 1 && rows <= invariant_rows()) {
+  if (tensor_cores && rows > 1 && rows <= decode_kernel_rows()) {
     // A batch's decode rows (or a short prompt chunk): each row as gemv_tc gives it alone.
     gemv_tc_rows(x.as<const float>(), nullptr, rows, ws, std::span<float* const>(out_ptr, ws.size()),
                  fed_form(feed, x.data, *ws[0]));
@@ -297,7 +298,7 @@ int64_t batch_invariant_rows(std::span<const Weight* const> weights, bool moe) {
 void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act,
                      const Tensor& out, const MatmulFeed* feed) {
   const int64_t rows = up.numel() / w.cols();
-  if (rows <= invariant_rows() && gemv_tc_supported(w) && tensor_cores_enabled()) {
+  if (rows <= decode_kernel_rows() && gemv_tc_supported(w) && tensor_cores_enabled()) {
     const Weight* ws[1] = {&w};
     float* outs[1] = {out.as<float>()};
     if (rows == 1) {
