@@ -98,10 +98,9 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out,
   cpu::matmul(x, w, out);
 }
 
-int64_t batch_invariant_rows(Device device, [[maybe_unused]] std::span<const Weight* const> weights,
-                             [[maybe_unused]] bool moe) {
+int64_t batch_invariant_rows(Device device, [[maybe_unused]] std::span<const Weight* const> weights) {
 #ifdef STRATA_HAVE_CUDA
-  if (device == Device::kCuda) return cuda::batch_invariant_rows(weights, moe);
+  if (device == Device::kCuda) return cuda::batch_invariant_rows(weights);
 #endif
   (void)device;
   return 8;

@@ -15,15 +15,20 @@
 namespace strata::backend {
 
 // Rows of a decode step that the device computes each exactly as alone, for a model whose decode
-// matmuls are `weights` (`moe`: it also routes tokens to experts): up to this many rows of every op,
-// each row's result is the same bits whatever the other rows hold or how many there are, so a
-// model may run several sequences' decode tokens as one step. The CPU: 8 (its decode kernels work
-// row by row). CUDA: 64 where every weight takes the tensor-core decode matmul (one row and 2 to
-// 64 rows fold their sums alike, and the norms feeding them write every row's form as one row's),
-// else 8 (the CUDA-core kernels keep a row's sums for up to 8 rows, as the MoE token kernels do).
-// With the batch_invariant tuning off, CUDA gives 64 for any model without experts: batches of
-// more than 24 rows then take the prefill GEMM, and their rows are no longer exactly as alone.
-int64_t batch_invariant_rows(Device device, std::span<const Weight* const> weights, bool moe);
+// matmuls are `weights` (the quantized ones it runs on every row: not a MoE router, see
+// kFloatInvariantRows): up to this many rows of every op, each row's result is the same bits
+// whatever the other rows hold or how many there are, so a model may run several sequences'
+// decode tokens as one step. The CPU: 8 (its decode kernels work row by row). CUDA: 64 where every
+// weight takes the tensor-core decode matmul (one row and 2 to 64 rows fold their sums alike, and
+// the norms feeding them write every row's form as one row's; the MoE token kernels take each
+// token's experts alone for up to 64 tokens), else 8 (the CUDA-core kernels keep a row's sums for
+// up to 8 rows). With the batch_invariant tuning off, CUDA gives 64: batches of more than 24 rows
+// then take the prefill GEMM, and their rows are no longer exactly as alone.
+int64_t batch_invariant_rows(Device device, std::span<const Weight* const> weights);
+
+// The rows a float (unquantized) weight's matmul keeps each exactly as alone, on every device: a
+// model runs a float matrix on a wider decode batch (a MoE router) this many rows at a time.
+constexpr int64_t kFloatInvariantRows = 8;
 
 // out[t, :] = table[ids[t], :] (float or quantized table). ids: I32 [T] on the table's device
 // (callers check the ids against the vocabulary first: device code cannot report a bad one);

@@ -86,7 +86,7 @@ class DenseModel final : public Model {
     std::vector<const backend::Weight*> ws{&lm_head_};
     for (const Layer& L : layers_)
       for (const backend::Weight* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) ws.push_back(w);
-    return backend::batch_invariant_rows(device_, ws, false);
+    return backend::batch_invariant_rows(device_, ws);
   }
 
   void run(const StepTokens& tokens, ModelState& state, const Tensor& logits, bool all_logits) {

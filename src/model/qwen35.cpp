@@ -138,21 +138,39 @@ class Qwen35Model final : public Model {
   int64_t max_decode_batch() const override { return decode_batch_; }
 
  private:
-  // What max_decode_batch() answers: the rows every decode op of this model computes as alone.
+  // What max_decode_batch() answers: the rows every decode op of this model computes as alone. The
+  // routed experts run in the MoE op's own kernels; the float router and shared-expert gate run
+  // kFloatInvariantRows rows at a time (route_matmul).
   int64_t invariant_rows() const {
     std::vector<const Weight*> ws{&lm_head_};
-    bool moe = false;
     for (const Layer& L : layers_) {
       if (L.kind == LayerKind::kFullAttention) {
         for (const Weight* w : {&L.attn.q, &L.attn.k, &L.attn.v, &L.attn.o}) ws.push_back(w);
       } else {
         for (const Weight* w : {&L.linear.qkv, &L.linear.z, &L.linear.b, &L.linear.a, &L.linear.out}) ws.push_back(w);
       }
-      moe = moe || L.ffn.moe;
-      if (!L.ffn.moe)
+      if (!L.ffn.moe) {
         for (const Weight* w : {&L.ffn.gate, &L.ffn.up, &L.ffn.down}) ws.push_back(w);
+      } else if (L.ffn.shared && !L.ffn.shared_folded) {
+        for (const Weight* w : {&L.ffn.shared_gate, &L.ffn.shared_up, &L.ffn.shared_down}) ws.push_back(w);
+      }
     }
-    return backend::batch_invariant_rows(device_, ws, moe);
+    return backend::batch_invariant_rows(device_, ws);
+  }
+
+  // A float router's (or shared-expert gate's) matmul of a decode batch: kFloatInvariantRows rows at
+  // a time, so each row's logits are those it gets alone. Prompt chunks wider than any decode batch
+  // take it whole.
+  void route_matmul(const Tensor& h, const Weight& w, const Tensor& out) const {
+    const int64_t T = h.dim(0);
+    if (T <= backend::kFloatInvariantRows || T > decode_batch_) {
+      ops::matmul(h, w, out);
+      return;
+    }
+    for (int64_t r = 0; r < T; r += backend::kFloatInvariantRows) {
+      const int64_t e = std::min(T, r + backend::kFloatInvariantRows);
+      ops::matmul(h.rows(r, e), w, out.rows(r, e));
+    }
   }
 
   void run(const StepTokens& tokens, ModelState& state, const Tensor& logits, bool all_logits) {
@@ -299,13 +317,13 @@ class Qwen35Model final : public Model {
     Tensor logits = s_.get(kMoeLogits, {T, E + extra}), weights = s_.get(kMoeWeights, {T, K + extra});
     Tensor ids = s_.get(kMoeIds, {T, K + extra});
     ids.dtype = DType::kI32;  // same 4-byte slots
-    ops::matmul(h, F.router, logits);
+    route_matmul(h, F.router, logits);
     ops::topk_softmax(logits, K, config_.moe.norm_topk, ids, weights, F.shared_folded);
     ops::moe_experts(h, ids, weights, F.expert_gate, F.expert_up, F.expert_down, F.expert_table, out);
     if (F.shared && !F.shared_folded) {
       Tensor ys = s_.get(kMoeShared, {T, h.dim(1)}), sg = s_.get(kMoeSharedGate, {T, 1});
       swiglu(F.shared_gate, F.shared_up, F.shared_down, h, ys);
-      ops::matmul(h, F.shared_expert_gate, sg);
+      route_matmul(h, F.shared_expert_gate, sg);
       ops::add_sigmoid_gated(out, ys, sg);
     }
   }

@@ -68,10 +68,11 @@ class CudaBatchExactness : public ::testing::TestWithParam<const char*> {
 };
 
 // The models batch as many sequences as their kernels keep exact: all of a step's (up to 64) where
-// every matrix takes the tensor-core kernels and no expert routing, else 8.
+// every matrix takes the tensor-core kernels (a MoE's routed experts take their token kernels and
+// its float router 8 rows at a time), else 8.
 TEST_P(CudaBatchExactness, DecodeBatchSize) {
   const std::string name = GetParam();
-  EXPECT_EQ(load()->max_decode_batch(), name == "q4_dense" || name == "q4_hybrid" ? 64 : 8);
+  EXPECT_EQ(load()->max_decode_batch(), name == "q4_dense" || name == "q4_hybrid" || name == "q4_moe" ? 64 : 8);
 }
 
 TEST_P(CudaBatchExactness, ThreeRequestsTogether) {
@@ -105,7 +106,7 @@ TEST_P(CudaBatchExactness, TooFewKvBlocksPreemptAndResumeExactly) {
 // length, its first token (from its own prefill) is its solo one, and the model batches up to 64.
 TEST_P(CudaBatchExactness, NotInvariantBatchesRunWideAndComplete) {
   const std::string name = GetParam();
-  if (name != "q4_dense" && name != "q4_hybrid") GTEST_SKIP() << "batches of 8 at most";
+  if (name != "q4_dense" && name != "q4_hybrid" && name != "q4_moe") GTEST_SKIP() << "batches of 8 at most";
   backend::Tuning t = backend::tuning();
   t.batch_invariant = false;
   const backend::ScopedTuning scope(t);

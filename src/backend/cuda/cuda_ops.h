@@ -123,7 +123,7 @@ uint64_t workspace_generation();
 
 void embedding(const Weight& table, const Tensor& ids, const Tensor& out);
 void matmul(const Tensor& x, const Weight& w, const Tensor& out, const MatmulFeed* feed = nullptr);
-int64_t batch_invariant_rows(std::span<const Weight* const> weights, bool moe);
+int64_t batch_invariant_rows(std::span<const Weight* const> weights);
 void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs,
                   const MatmulFeed* feed = nullptr, MatmulFeed* glu_feed = nullptr);
 void silu_mul_matmul(const Tensor& gate, const Tensor& up, const Weight& w, const Tensor& act,

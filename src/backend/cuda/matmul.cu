@@ -287,8 +287,7 @@ void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
-int64_t batch_invariant_rows(std::span<const Weight* const> weights, bool moe) {
-  if (moe) return kMaxRows;
+int64_t batch_invariant_rows(std::span<const Weight* const> weights) {
   if (!tuning().batch_invariant) return kMaxFedRows;  // more than kMaxRows: the GEMM
   bool tensor_cores = tensor_cores_enabled();
   for (const Weight* w : weights) tensor_cores = tensor_cores && gemv_tc_supported(*w);

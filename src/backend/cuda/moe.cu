@@ -11,6 +11,7 @@
 #include "backend/cuda/bf16_pack.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/feed.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/mma.h"
 #include "backend/cuda/scale_type.h"
@@ -191,7 +192,7 @@ __global__ void add_sigmoid_gated_kernel(V* x, const V* __restrict__ y,
 // ---- moe_experts ----
 //
 // None of the launches needs the routing on the host. A decode step (up to kTokenKernelMaxTokens
-// tokens) takes two: SiLU(gate_e · x[t]) ⊙ (up_e · x[t]) for every (token, slot) pair, a block per 32
+// tokens: a batch's decode rows, each token's pairs computed as if it were alone) takes two: SiLU(gate_e · x[t]) ⊙ (up_e · x[t]) for every (token, slot) pair, a block per 32
 // of its rows and pair, into a workspace [T·k, I]; then a block per four output rows and token gives
 // each of the token's experts to a warp (so all their loads go out at once) and sums
 // weight · down_e · act in ascending id. A prompt sorts its pairs by expert first, runs both
@@ -645,9 +646,10 @@ bool grouped_gemm_supports(int bits, int group_size, int64_t H, int64_t I, const
   return (bits == 4 || bits == 8) && group_size >= 32 && H % 32 == 0 && I % 32 == 0 && aligned16(x);
 }
 
-// Steps of up to this many tokens take the per-token down kernel (decode, speculative verify), more
-// the per-pair one (a prompt: an expert's pairs share its weights).
-constexpr int64_t kTokenKernelMaxTokens = 8;
+// Steps of up to this many tokens take the per-token kernels (a decode batch, a speculative verify:
+// a token's rows are its bits alone, whatever else the step holds), more the per-pair ones (a
+// prompt: an expert's pairs share its weights, on tensor cores where they take the weights).
+constexpr int64_t kTokenKernelMaxTokens = kMaxFedRows;
 // Pairs a block of the per-pair prompt kernels takes in turn, in expert order. Measured on an H100
 // (35B-A3B prefill of 512 tokens, 4-bit / 8-bit tok/s, before the grouped GEMM took quantized
 // experts): 1: 2295 / 2834; 2: 2435 / 2979; 4: 2528 / 3118; 8: 2558 / 3160; 16: 2550 / 3148.

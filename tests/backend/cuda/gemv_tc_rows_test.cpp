@@ -180,7 +180,7 @@ TEST_F(GemvTcRows, NotInvariantLargeBatchesTakeTheGemm) {
   TestWeight tw;
   make_weight(tw, 1000, 2048, 4, 64, DType::kBF16, 9);
   const backend::Weight* ws[] = {&tw.dev};
-  EXPECT_EQ(backend::batch_invariant_rows(Device::kCuda, ws, false), 64);
+  EXPECT_EQ(backend::batch_invariant_rows(Device::kCuda, ws), 64);
   check_group(std::span<TestWeight>(&tw, 1), 2048, 24, 300, "T 24");
   for (int64_t T : {25, 64}) {
     const HostTensor x = random_tensor({T, 2048}, 301 + static_cast<uint32_t>(T));
