@@ -151,7 +151,10 @@ void gdn_core_rows(const GdnCore& c, std::span<const Tensor> windows, std::span<
           ErrorKind::kInternal, "gdn_core_rows: sequence {}'s window or state differs from the first's", t);
   }
 #ifdef STRATA_HAVE_CUDA
-  if (d == Device::kCuda && cuda::gdn_core_rows(c, windows, states, y)) return;
+  if (d == Device::kCuda) {
+    const detail::CudaOpTimer timer("gdn_core_rows");
+    if (cuda::gdn_core_rows(c, windows, states, y)) return;
+  }
 #endif
   for (int64_t t = 0; t < T; ++t) gdn_core(row(t), y.rows(t, t + 1));
 }

@@ -418,6 +418,42 @@ __device__ inline int32_t final_index(const float* row, int32_t bi) {
   return (isnan(row[0]) || bi == kNone) ? 0 : bi;
 }
 
+// The best of [begin, end) of a row, a thread's share (every kArgmaxThreads-th element).
+__device__ inline void scan_best(const float* row, int64_t begin, int64_t end, float& bv, int32_t& bi) {
+#pragma unroll 4
+  for (int64_t i = begin + threadIdx.x; i < end; i += kArgmaxThreads) {
+    const float v = __ldg(row + i);
+    if (better(v, static_cast<int32_t>(i), bv, bi)) bv = v, bi = static_cast<int32_t>(i);
+  }
+}
+
+// The block's best of its threads' (bv, bi), in lane 0 of warp 0 (the other threads' are partial).
+// Ends with a barrier, so that `warp_bests` may be used again.
+__device__ inline void block_best(float& bv, int32_t& bi, Best (&warp_bests)[kArgmaxThreads / 32]) {
+  warp_best(bv, bi);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_bests[warp] = {bv, bi};
+  __syncthreads();
+  if (warp == 0) {
+    bv = lane < kArgmaxThreads / 32 ? warp_bests[lane].v : -INFINITY;
+    bi = lane < kArgmaxThreads / 32 ? warp_bests[lane].i : kNone;
+    warp_best(bv, bi);
+  }
+  __syncthreads();
+}
+
+// A warp's merge of a row's chunk results (partial[0, chunks)): the best index, in lane 0.
+__device__ inline int32_t chunks_best(const Best* partial, int64_t chunks) {
+  float bv = -INFINITY;
+  int32_t bi = kNone;
+  for (int64_t c = threadIdx.x; c < chunks; c += 32) {
+    const Best b = partial[c];
+    if (better(b.v, b.i, bv, bi)) bv = b.v, bi = b.i;
+  }
+  warp_best(bv, bi);
+  return bi;
+}
+
 // Block (chunk, row): the best of its chunk, written to partial[row, chunk]; without partial (a
 // single chunk per row) the block writes the answer itself.
 template <bool kVec>
@@ -444,29 +480,16 @@ __global__ void __launch_bounds__(kArgmaxThreads)
         if (better(v.w, i + 3, bv, bi)) bv = v.w, bi = i + 3;
       }
     } else {
-#pragma unroll 4
-      for (int64_t i = begin + threadIdx.x; i < end; i += kArgmaxThreads) {
-        const float v = __ldg(row + i);
-        if (better(v, static_cast<int32_t>(i), bv, bi)) bv = v, bi = static_cast<int32_t>(i);
+      scan_best(row, begin, end, bv, bi);
+    }
+    block_best(bv, bi, warp_bests);
+    if (threadIdx.x == 0) {
+      if (partial == nullptr) {
+        out[r] = final_index(row, bi);
+      } else {
+        partial[r * gridDim.x + blockIdx.x] = {bv, bi};
       }
     }
-    warp_best(bv, bi);
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    if (lane == 0) warp_bests[warp] = {bv, bi};
-    __syncthreads();
-    if (warp == 0) {
-      bv = lane < kArgmaxThreads / 32 ? warp_bests[lane].v : -INFINITY;
-      bi = lane < kArgmaxThreads / 32 ? warp_bests[lane].i : kNone;
-      warp_best(bv, bi);
-      if (lane == 0) {
-        if (partial == nullptr) {
-          out[r] = final_index(row, bi);
-        } else {
-          partial[r * gridDim.x + blockIdx.x] = {bv, bi};
-        }
-      }
-    }
-    __syncthreads();  // warp_bests is reused by the next row
   }
 }
 
@@ -476,13 +499,7 @@ __global__ void argmax_merge_kernel(const Best* __restrict__ partial, int64_t ch
                                     int32_t* __restrict__ out) {
   wait_for_inputs();
   const int64_t r = blockIdx.x;
-  float bv = -INFINITY;
-  int32_t bi = kNone;
-  for (int64_t c = threadIdx.x; c < chunks; c += 32) {
-    const Best b = partial[r * chunks + c];
-    if (better(b.v, b.i, bv, bi)) bv = b.v, bi = b.i;
-  }
-  warp_best(bv, bi);
+  const int32_t bi = chunks_best(partial + r * chunks, chunks);
   if (threadIdx.x == 0) out[r] = final_index(x + r * V, bi);
 }
 
@@ -504,32 +521,15 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   const float* row = rows.x[blockIdx.y];
   float bv = -INFINITY;
   int32_t bi = kNone;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kArgmaxThreads) {
-    const float v = __ldg(row + i);
-    if (better(v, static_cast<int32_t>(i), bv, bi)) bv = v, bi = static_cast<int32_t>(i);
-  }
-  warp_best(bv, bi);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) warp_bests[warp] = {bv, bi};
-  __syncthreads();
-  if (warp == 0) {
-    bv = lane < kArgmaxThreads / 32 ? warp_bests[lane].v : -INFINITY;
-    bi = lane < kArgmaxThreads / 32 ? warp_bests[lane].i : kNone;
-    warp_best(bv, bi);
-    if (lane == 0) partial[blockIdx.y * gridDim.x + blockIdx.x] = {bv, bi};
-  }
+  scan_best(row, begin, end, bv, bi);
+  block_best(bv, bi, warp_bests);
+  if (threadIdx.x == 0) partial[blockIdx.y * gridDim.x + blockIdx.x] = {bv, bi};
 }
 
 __global__ void argmax_merge_rows_kernel(const Best* __restrict__ partial, int64_t chunks, const ArgmaxRows rows) {
   wait_for_inputs();
   const int64_t r = blockIdx.x;
-  float bv = -INFINITY;
-  int32_t bi = kNone;
-  for (int64_t c = threadIdx.x; c < chunks; c += 32) {
-    const Best b = partial[r * chunks + c];
-    if (better(b.v, b.i, bv, bi)) bv = b.v, bi = b.i;
-  }
-  warp_best(bv, bi);
+  const int32_t bi = chunks_best(partial + r * chunks, chunks);
   if (threadIdx.x == 0) *rows.out[r] = final_index(rows.x[r], bi);
 }
 
