@@ -69,6 +69,26 @@ class Injector final : public runtime::TokenController {
   int seen_ = 0;
 };
 
+// The longest recent suffix found earlier proposes what followed it there, its most recent place
+// first; no earlier match, no drafts.
+TEST(NgramDrafter, ProposesWhatFollowedTheLongestSuffixFoundEarlier) {
+  runtime::NgramDrafter drafter;
+  std::vector<int32_t> out;
+  const std::vector<int32_t> h1 = {1, 2, 3, 4, 9, 2, 3, 5, 1, 2, 3};
+  drafter.propose(h1, 3, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{4, 9, 2}));  // "1 2 3" beats the later "2 3"
+  drafter.propose(h1, 10, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{4, 9, 2, 3, 5, 1, 2, 3}));  // up to the history's end
+  const std::vector<int32_t> h2 = {7, 8, 6, 7, 5, 7};
+  drafter.propose(h2, 2, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{5, 7}));  // "7": its most recent earlier place
+  const std::vector<int32_t> h3 = {1, 2, 3, 4};
+  drafter.propose(h3, 4, out);
+  EXPECT_TRUE(out.empty());
+  drafter.propose(h1, 0, out);
+  EXPECT_TRUE(out.empty());
+}
+
 struct Case {
   const char* model;
   EngineOptions::RunAhead run_ahead;  // kOn: picks on the device (backend::argmax), as a GPU
