@@ -197,6 +197,13 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
   check(options_.prefill_chunk > 0, ErrorKind::kInvalidInput, "the prefill chunk must be positive");
   check(options_.step_tokens >= 0, ErrorKind::kInvalidInput,
         "the step token budget must not be negative");
+  check(options_.speculative.method != SpeculativeParams::Method::kDraft || options_.draft_model,
+        ErrorKind::kInvalidInput, "speculative decoding with a draft model needs a draft model (--draft-model)");
+  check(!options_.draft_model || options_.draft_model->config().vocab_size == model_->config().vocab_size,
+        ErrorKind::kInvalidInput, "the draft model's vocabulary has {} tokens, the model's {}",
+        options_.draft_model ? options_.draft_model->config().vocab_size : 0, model_->config().vocab_size);
+  check(!options_.draft_model || options_.draft_model->device() == model_->device(), ErrorKind::kInvalidInput,
+        "the draft model runs on another device than the model");
   if (options_.step_tokens == 0) options_.step_tokens = 16 * options_.prefill_chunk;
   for (int64_t i = 0; i < pool_.slots(); ++i)
     tools_.push_back(std::make_unique<SlotTools>(model_->device(), model_->config().vocab_size));
@@ -227,6 +234,8 @@ void Engine::validate(const GenerationRequest& request) const {
     check(id >= 0 && id < V, ErrorKind::kInvalidInput,
           "prompt token {} is outside the vocabulary (size {})", id, V);
   check(request.top_logprobs <= 20, ErrorKind::kInvalidInput, "top_logprobs must be at most 20");
+  check(request.speculative.method != SpeculativeParams::Method::kDraft || options_.draft_model,
+        ErrorKind::kInvalidInput, "speculative decoding with a draft model: none is loaded (--draft-model)");
   check_sampling(request.sampling);
 }
 
@@ -406,7 +415,11 @@ void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, CacheTi
       r.draft_max = std::min(asked > 0 ? asked : 4, rows - 1);
       r.drafter = request.drafter;
       if (r.drafter == nullptr) {
-        r.own_drafter = std::make_unique<NgramDrafter>();
+        if (method == Method::kDraft) {  // its own state on the draft model, for the whole context
+          r.own_drafter = std::make_unique<ModelDrafter>(*options_.draft_model, options_.context_size);
+        } else {
+          r.own_drafter = std::make_unique<NgramDrafter>();
+        }
         r.drafter = r.own_drafter.get();
       }
       r.result.speculative.method = request.drafter != nullptr ? Method::kCustom : method;

@@ -68,6 +68,9 @@ struct EngineOptions {
   // Speculative decoding for greedy requests that do not choose for themselves (method kDefault
   // here: off), and the drafts per verify step (0: 4; at most what the model verifies at once).
   SpeculativeParams speculative = {};
+  // The draft model of method kDraft (its vocabulary the model's), shared by the requests: each
+  // drafts on a state of its own (runtime::ModelDrafter). Empty: kDraft is refused.
+  std::shared_ptr<model::Model> draft_model = {};
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };

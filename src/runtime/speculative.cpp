@@ -12,6 +12,8 @@ const char* speculative_method_name(SpeculativeParams::Method method) {
   switch (method) {
     case SpeculativeParams::Method::kNgram:
       return "ngram";
+    case SpeculativeParams::Method::kDraft:
+      return "draft";
     case SpeculativeParams::Method::kCustom:
       return "custom";
     case SpeculativeParams::Method::kOff:
@@ -24,8 +26,9 @@ const char* speculative_method_name(SpeculativeParams::Method method) {
 
 SpeculativeParams::Method parse_speculative_method(const std::string& name) {
   if (name == "ngram") return SpeculativeParams::Method::kNgram;
+  if (name == "draft") return SpeculativeParams::Method::kDraft;
   if (name == "off" || name == "none") return SpeculativeParams::Method::kOff;
-  fail(ErrorKind::kInvalidInput, "unknown speculative method '{}' (ngram or off)", name);
+  fail(ErrorKind::kInvalidInput, "unknown speculative method '{}' (ngram, draft or off)", name);
 }
 
 void NgramDrafter::propose(std::span<const int32_t> history, int64_t max, std::vector<int32_t>& out) {
@@ -41,6 +44,35 @@ void NgramDrafter::propose(std::span<const int32_t> history, int64_t max, std::v
       out.assign(history.begin() + from, history.begin() + to);
       return;
     }
+  }
+}
+
+ModelDrafter::ModelDrafter(model::Model& draft, int64_t capacity)
+    : model_(draft), seq_(draft, capacity), synced_(seq_), logits_(DType::kF32, {draft.config().vocab_size}) {}
+
+int32_t ModelDrafter::pick() const {
+  const float* v = logits_.as<float>();
+  return static_cast<int32_t>(std::max_element(v, v + logits_.numel()) - v);
+}
+
+void ModelDrafter::propose(std::span<const int32_t> history, int64_t max, std::vector<int32_t>& out) {
+  out.clear();
+  const auto n = static_cast<int64_t>(history.size());
+  max = std::min(max, seq_.capacity() - n);
+  if (max <= 0 || n <= agreed_) return;
+  if (agreed_ >= 0) synced_.restore(seq_);  // forget the drafts run after the agreed point
+  const int64_t from = std::max<int64_t>(agreed_, 0);
+  // The tokens since, in pieces a prefill takes (the first call: the whole prompt).
+  constexpr int64_t kPiece = 512;
+  for (int64_t at = from; at < n; at += kPiece)
+    seq_.forward(model_, history.subspan(static_cast<size_t>(at), static_cast<size_t>(std::min(kPiece, n - at))),
+                 logits_.view(), false);
+  synced_.take(seq_);
+  agreed_ = n;
+  for (int64_t j = 0; j < max; ++j) {
+    const int32_t d = pick();
+    out.push_back(d);
+    if (j + 1 < max) seq_.forward(model_, std::span<const int32_t>(&d, 1), logits_.view(), false);
   }
 }
 

@@ -16,13 +16,14 @@ namespace strata::runtime {
 
 // How a request may speculate (GenerationRequest::speculative, EngineOptions::speculative).
 struct SpeculativeParams {
-  // kCustom: the caller's own Drafter (GenerationRequest::drafter), not chosen by name.
-  enum class Method { kDefault, kOff, kNgram, kCustom };
+  // kDraft: a draft model (EngineOptions::draft_model). kCustom: the caller's own Drafter
+  // (GenerationRequest::drafter), not chosen by name.
+  enum class Method { kDefault, kOff, kNgram, kDraft, kCustom };
   Method method = Method::kDefault;  // kDefault: the engine's; for the engine, kDefault = off
   int64_t draft_max = 0;             // drafts per verify step; 0: the engine's (or 4)
 };
 const char* speculative_method_name(SpeculativeParams::Method method);
-// "ngram", "off" (and "none"); anything else is an invalid_input Error.
+// "ngram", "draft", "off" (and "none"); anything else is an invalid_input Error.
 SpeculativeParams::Method parse_speculative_method(const std::string& name);
 
 // What a request's speculation did (GenerationResult::speculative).
@@ -52,6 +53,27 @@ class NgramDrafter final : public Drafter {
 
  private:
   int64_t max_ngram_, min_ngram_;
+};
+
+// A draft model with the target's vocabulary (strata-demo-draft for strata-demo) proposes by greedy
+// decoding on a state of its own that follows the request's history: before each proposal it
+// returns to the point where it last agreed with the history (a snapshot: the drafts it ran after
+// it may have been rejected) and runs the tokens emitted since, then drafts one token at a time.
+// Its drafts need not be exact (the target verifies them), only likely.
+class ModelDrafter final : public Drafter {
+ public:
+  // capacity: the most tokens a history and its drafts reach (the target's context).
+  ModelDrafter(model::Model& draft, int64_t capacity);
+  void propose(std::span<const int32_t> history, int64_t max, std::vector<int32_t>& out) override;
+
+ private:
+  int32_t pick() const;  // the greedy token of logits_
+
+  model::Model& model_;
+  Sequence seq_;
+  Snapshot synced_;      // the state after the history's first `agreed_` tokens
+  int64_t agreed_ = -1;  // -1: nothing run yet
+  HostTensor logits_;
 };
 
 // The per-position recurrent state of a sequence's verify steps: for each of a verify step's

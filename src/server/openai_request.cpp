@@ -66,7 +66,8 @@ runtime::SpeculativeParams parse_speculative(const Fields& f) {
   const OrderedJson* v = f.get("speculative");
   if (v == nullptr || v->is_null()) return p;
   auto method = [&](const std::string& name, const std::string& param) {
-    if (name != "ngram" && name != "off") invalid_value(param, "the speculative method is 'ngram' or 'off'.");
+    if (name != "ngram" && name != "draft" && name != "off")
+      invalid_value(param, "the speculative method is 'ngram', 'draft' (with the server's draft model) or 'off'.");
     p.method = runtime::parse_speculative_method(name);
   };
   if (v->is_string()) {

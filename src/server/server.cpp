@@ -640,6 +640,8 @@ struct Server::Impl {
       if (id >= vocab)
         bad_request("logit_bias",
                     fmt::format("Token id {} is outside the vocabulary (size {}).", id, vocab));
+    if (o.speculative.method == runtime::SpeculativeParams::Method::kDraft && !model.engine.options().draft_model)
+      bad_request("strata.speculative", "This server has no draft model (strata serve --draft-model).");
     runtime::GenerationRequest g;
     g.prompt = std::move(prompt);
     g.max_tokens = o.max_tokens.value_or(std::min(default_max_tokens, ctx - n));

@@ -3,7 +3,8 @@
 // decode kernels) and strata-demo, with n-gram drafts, every draft rejected, every draft accepted,
 // picks on the device (run-ahead on, as by default) and on the host (logprobs), verify steps whose
 // rows straddle an attention bound bucket (StepRunner::kKvBucket), and captured graphs. Below the
-// engine: a verify step's rows are bit for bit one-token steps' logits. Skips without a GPU.
+// engine: a verify step's rows are bit for bit one-token steps' logits. And strata-demo with its
+// draft model. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "../model/tiny_configs.h"
 #include "backend/memory.h"
 #include "batch_check.h"
+#include "core/json.h"
 #include "formats/safetensors.h"
 #include "model/golden.h"
 #include "model/synthetic.h"
@@ -161,6 +163,34 @@ TEST_P(CudaSpeculativeExactness, VerifyRowsAreOneTokenSteps) {
     EXPECT_EQ(0, std::memcmp(a.as<float>(), b.as<float>(), static_cast<size_t>(V) * sizeof(float)))
         << "after keeping " << n << " of " << T;
   }
+}
+
+// strata-demo with strata-demo-draft on the GPU: the plain tokens, with drafts accepted.
+TEST(CudaModelDrafter, StrataDemoDraftGivesThePlainTokens) {
+  if (!backend::device_available(Device::kCuda)) GTEST_SKIP() << "no CUDA device";
+  model::LoadOptions lo;
+  lo.device = Device::kCuda;
+  const std::string dir = test::test_fixture("../../models/");
+  EngineOptions o;
+  o.context_size = 512;
+  o.prefill_chunk = 64;
+  Engine plain(model::load_model(dir + "strata-demo", lo), o);
+  o.draft_model = model::load_model(dir + "strata-demo-draft", lo);
+  o.speculative = {SpeculativeParams::Method::kDraft, 4};
+  Engine spec(model::load_model(dir + "strata-demo", lo), o);
+  const Json goldens = read_json_file(test::test_fixture("demo/strata-demo.json"));
+  int64_t accepted = 0;
+  for (const Json& c : goldens["cases"]) {
+    GenerationRequest r;
+    r.prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    r.max_tokens = 32;
+    r.sampling.temperature = 0.0f;
+    const runtime::GenerationResult want = plain.generate(r);
+    const runtime::GenerationResult got = spec.generate(r);
+    EXPECT_EQ(got.tokens, want.tokens) << c["name"];
+    accepted += got.speculative.accepted;
+  }
+  EXPECT_GT(accepted, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaSpeculativeExactness,

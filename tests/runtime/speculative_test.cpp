@@ -20,6 +20,7 @@
 #include "formats/safetensors.h"
 #include "model/golden.h"
 #include "model/synthetic.h"
+#include "core/json.h"
 #include "runtime/engine.h"
 #include "runtime/speculative.h"
 
@@ -68,6 +69,42 @@ class Injector final : public runtime::TokenController {
   int64_t vocab_;
   int seen_ = 0;
 };
+
+// strata-demo with its draft model, strata-demo-draft, on the golden chat prompts: the tokens are
+// plain decoding's, and the draft (trained to agree) has drafts accepted and rejected, so its own
+// state goes back to the agreed point again and again.
+TEST(ModelDrafter, StrataDemoDraftGivesThePlainTokens) {
+  const std::string dir = test::test_fixture("../../models/");
+  EngineOptions o;
+  o.context_size = 512;
+  o.prefill_chunk = 16;
+  Engine plain(model::load_model(dir + "strata-demo"), o);
+  o.draft_model = model::load_model(dir + "strata-demo-draft");
+  o.speculative = {SpeculativeParams::Method::kDraft, 4};
+  Engine spec(model::load_model(dir + "strata-demo"), o);
+  const Json goldens = read_json_file(test::test_fixture("demo/strata-demo.json"));
+  int64_t drafted = 0, accepted = 0;
+  for (size_t i = 0; i < 4; ++i) {  // (the CPU's time: four of the ten)
+    const Json& c = goldens["cases"][i];
+    GenerationRequest r;
+    r.prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    r.max_tokens = 32;
+    r.sampling.temperature = 0.0f;
+    const GenerationResult want = plain.generate(r);
+    const GenerationResult got = spec.generate(r);
+    EXPECT_EQ(got.tokens, want.tokens) << c["name"];
+    EXPECT_EQ(got.speculative.method, SpeculativeParams::Method::kDraft);
+    drafted += got.speculative.drafted;
+    accepted += got.speculative.accepted;
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, drafted);
+  // A request may ask for the draft model only where the engine has one.
+  GenerationRequest r;
+  r.prompt = {1, 2, 3};
+  r.speculative.method = SpeculativeParams::Method::kDraft;
+  EXPECT_THROW(plain.generate(r), Error);
+}
 
 // The longest recent suffix found earlier proposes what followed it there, its most recent place
 // first; no earlier match, no drafts.
