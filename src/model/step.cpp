@@ -173,6 +173,8 @@ Step StepRunner::prepare_verify(std::span<const int32_t> tokens, ModelState& sta
   // Each row's attention bound is the one its own one-token step would have: the rows of one
   // sequence then run as the rows of a batch of sequences do (attention_rows), each alone.
   row_blocks_.clear(), row_kv_bounds_.clear();
+  row_blocks_.reserve(static_cast<size_t>(std::max<int64_t>(T, 16)));  // (once: steps allocate nothing)
+  row_kv_bounds_.reserve(static_cast<size_t>(std::max<int64_t>(T, 16)));
   for (int64_t t = 0; t < T; ++t) {
     row_kv_bounds_.push_back(kv_bound_of(state, s.start + t + 1));
     if (state.paged()) row_blocks_.push_back(state.kv);
