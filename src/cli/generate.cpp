@@ -56,15 +56,23 @@ int run_generate(const GenerateArgs& args) {
                 {"ids", result.tokens},
                 {"text", tokenizer->decode(result.tokens)},
                 {"finish_reason", runtime::finish_reason_name(result.finish_reason)}};
+    if (result.speculative.method != runtime::SpeculativeParams::Method::kOff)
+      out["speculative"] = {{"method", runtime::speculative_method_name(result.speculative.method)},
+                            {"drafted", result.speculative.drafted},
+                            {"accepted", result.speculative.accepted}};
     std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   } else {
     const std::string rest = stream.flush();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
     const double tps = result.decode_seconds > 0 ? static_cast<double>(result.tokens.size()) / result.decode_seconds : 0;
-    std::fprintf(stderr, "[%zu prompt tokens in %.3f s, %zu generated at %.1f tok/s, finish: %s]\n",
+    std::fprintf(stderr, "[%zu prompt tokens in %.3f s, %zu generated at %.1f tok/s, finish: %s",
                  request.prompt.size(), result.prefill_seconds, result.tokens.size(), tps,
                  runtime::finish_reason_name(result.finish_reason));
+    if (result.speculative.method != runtime::SpeculativeParams::Method::kOff)
+      std::fprintf(stderr, ", %s drafts: %lld of %lld accepted", runtime::speculative_method_name(result.speculative.method),
+                   static_cast<long long>(result.speculative.accepted), static_cast<long long>(result.speculative.drafted));
+    std::fprintf(stderr, "]\n");
   }
   return 0;
 }

@@ -97,6 +97,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   generate->add_flag("--json", gen.json, "Print one JSON object instead of streaming text");
   generate->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at end-of-sequence tokens");
+  add_setting_flag(*generate, setting_flags, "speculative");
+  add_setting_flag<int64_t>(*generate, setting_flags, "draft_max")->check(CLI::Range(1, 16));
+  add_setting_flag(*generate, setting_flags, "draft_model");
 
   InfoArgs info;
   auto* info_cmd = app.add_subcommand("info", "Describe a model");
@@ -136,6 +139,9 @@ int main(int argc, char** argv) {
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "prefix_cache_host_mib")->check(CLI::NonNegativeNumber);
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "prefix_cache_disk_mib")->check(CLI::NonNegativeNumber);
   add_setting_flag(*serve_cmd, setting_flags, "state_dir");
+  add_setting_flag(*serve_cmd, setting_flags, "speculative");
+  add_setting_flag<int64_t>(*serve_cmd, setting_flags, "draft_max")->check(CLI::Range(1, 16));
+  add_setting_flag(*serve_cmd, setting_flags, "draft_model");
   serve_cmd->add_option("--max-concurrency", serve.max_concurrency, "Requests admitted at once (generating + queued); more get 503")
       ->check(CLI::Range(1, 4096));
   serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes, "Largest request body accepted (413 beyond)")

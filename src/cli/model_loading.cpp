@@ -7,6 +7,7 @@
 
 #include "backend/memory.h"
 #include "core/error.h"
+#include "runtime/speculative.h"
 
 namespace strata::cli {
 
@@ -38,6 +39,9 @@ runtime::EngineOptions engine_options(const Settings& settings, int64_t context_
   options.prefix_cache_host_bytes = static_cast<size_t>(settings.prefix_cache_host_mib) << 20;
   options.prefix_cache_disk_bytes = static_cast<uint64_t>(settings.prefix_cache_disk_mib) << 20;
   options.prefix_cache_compress = settings.prefix_cache_compress;
+  options.speculative = {runtime::parse_speculative_method(settings.speculative), settings.draft_max};
+  if (!settings.draft_model.empty())  // loaded as the model is, without quantizing on load
+    options.draft_model = model::load_model(settings.draft_model, load_options(settings, "none"));
   if (options.prefix_cache_disk_bytes > 0) options.state_dir = state_root(settings);
   return options;
 }

@@ -165,6 +165,32 @@ const std::vector<SettingSpec>& table() {
                "response and the conversation it continues)",
        .min = 1,
        .field = &Settings::responses_store_mib},
+      {.name = "speculative",
+       .type = SettingType::kEnum,
+       .flag = "--speculative",
+       .env = "STRATA_SPECULATIVE",
+       .help = "Speculative decoding of greedy requests that do not choose for themselves: ngram "
+               "(drafts looked up in the prompt and output) or draft (drafts from draft_model), "
+               "checked k at a time in one step, the tokens exactly plain decoding's; or off",
+       .choices = {"off", "ngram", "draft"},
+       .field = &Settings::speculative},
+      {.name = "draft_max",
+       .type = SettingType::kInt,
+       .flag = "--draft-max",
+       .env = "STRATA_DRAFT_MAX",
+       .help = "Draft tokens a speculative verify step checks at most (fewer where the model "
+               "verifies fewer rows at once)",
+       .min = 1,
+       .max = 16,
+       .field = &Settings::draft_max},
+      {.name = "draft_model",
+       .type = SettingType::kString,
+       .flag = "--draft-model",
+       .env = "STRATA_DRAFT_MODEL",
+       .help = "A small model with the model's vocabulary that drafts for speculative decoding "
+               "(method draft; a request may ask for it when one is loaded), e.g. "
+               "models/strata-demo-draft for the built-in strata-demo",
+       .field = &Settings::draft_model},
       {.name = "state_budget_mib",
        .type = SettingType::kInt,
        .flag = "--state-budget",

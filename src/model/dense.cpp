@@ -3,6 +3,7 @@
 //   logits = head(norm(x)).
 #include "model/dense.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/ops.h"
@@ -78,6 +79,19 @@ class DenseModel final : public Model {
   }
   // Dynamic NTK scaling gives each length its own RoPE: one sequence a step.
   int64_t max_decode_batch() const override { return decode_batch_; }
+
+  // Attention-only: nothing recurrent to keep per position; the rows are the batch's rows.
+  void forward_verify(std::span<const int32_t> tokens, ModelState& state, std::span<const ModelState> after,
+                      const Tensor& logits) override {
+    check(static_cast<int64_t>(tokens.size()) <= max_verify_tokens(), ErrorKind::kInvalidInput,
+          "a verify step of {} tokens; this model verifies at most {}", tokens.size(), max_verify_tokens());
+    runner_.run_verify(tokens, state, after, config_.vocab_size, logits, [&](const Step& step) { body(step, true); });
+  }
+  // Rows the matmuls compute as alone (dynamic NTK scaling: one, so no speculation), within the
+  // steps that are captured as graphs.
+  int64_t max_verify_tokens() const override {
+    return decode_batch_ > 1 ? std::min(decode_batch_, StepRunner::kGraphMaxTokens) : 0;
+  }
 
  private:
   // What max_decode_batch() answers: the rows every decode op of this model computes as alone.

@@ -24,6 +24,12 @@ void Model::forward_decode(std::span<const DecodeItem> items) {
   }
 }
 
+void Model::forward_verify(std::span<const int32_t> tokens, ModelState& state, std::span<const ModelState> after,
+                           const Tensor& logits) {
+  (void)tokens, (void)state, (void)after, (void)logits;
+  fail(ErrorKind::kUnsupported, "{} models cannot verify speculative drafts", config_.model_type);
+}
+
 void Model::forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits) {
   check(token.dtype == DType::kI32 && token.numel() == 1, ErrorKind::kInternal, "forward: a device token must be one I32");
   int32_t id = 0;

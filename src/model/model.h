@@ -100,6 +100,18 @@ class Model {
   virtual void forward_decode(std::span<const DecodeItem> items);
   virtual int64_t max_decode_batch() const { return 1; }
 
+  // A speculative verify step: `tokens` (a sequence's last token and the drafts after it) at
+  // positions [state.n_tokens, state.n_tokens + T), every row computed exactly as a one-token
+  // forward() at its position computes it, so a greedy pick from row i is the pick plain decoding
+  // makes there. logits: [T, vocab], every row's. Recurrent layers write their state after each
+  // position t < T - 1 into after[t] (states whose recurrent buffers match this model's; their
+  // token-indexed buffers may be empty), and the state itself holds the state after the last, so
+  // keeping the first j tokens is one copy of after[j - 1] (runtime::VerifySlots), with no replay.
+  // T is at most max_verify_tokens(); 0 there means this model cannot verify (the default).
+  virtual void forward_verify(std::span<const int32_t> tokens, ModelState& state, std::span<const ModelState> after,
+                              const Tensor& logits);
+  virtual int64_t max_verify_tokens() const { return 0; }
+
  protected:
   Model() = default;
   Model(ModelConfig config, std::string fingerprint, Device device = Device::kCpu)

@@ -137,6 +137,20 @@ class Qwen35Model final : public Model {
   }
   int64_t max_decode_batch() const override { return decode_batch_; }
 
+  void forward_verify(std::span<const int32_t> tokens, ModelState& state, std::span<const ModelState> after,
+                      const Tensor& logits) override {
+    check(static_cast<int64_t>(tokens.size()) <= max_verify_tokens(), ErrorKind::kInvalidInput,
+          "a verify step of {} tokens; this model verifies at most {}", tokens.size(), max_verify_tokens());
+    check(state.buffers.size() == state_buffers_, ErrorKind::kInvalidInput,
+          "the state has {} buffers; this model needs {}", state.buffers.size(), state_buffers_);
+    runner_.run_verify(tokens, state, after, config_.vocab_size, logits, [&](const Step& step) { body(step, true); });
+  }
+  // Rows every op computes as alone (MoE included: its few-token path is batch-invariant where
+  // batch_invariant_rows says so), within the steps that are captured as graphs.
+  int64_t max_verify_tokens() const override {
+    return decode_batch_ > 1 ? std::min(decode_batch_, StepRunner::kGraphMaxTokens) : 0;
+  }
+
  private:
   // What max_decode_batch() answers: the rows every decode op of this model computes as alone. The
   // routed experts run in the MoE op's own kernels; the float router and shared-expert gate run
@@ -291,6 +305,24 @@ class Qwen35Model final : public Model {
       ops::GdnCore core = core_of(0, T, Tensor{}, Tensor{});
       core.form = ops::DeltaRuleForm::kRecurrent;  // each row is one token, as alone
       ops::gdn_core_rows(core, windows_, states_, y);
+    } else if (step.verify) {
+      // A verify step: the decode recurrence one position at a time, exactly as one-token steps
+      // run it, the state after each position but the last copied to that position's slot (the
+      // sequence's own buffers hold the last), so keeping any prefix of the drafts is one copy.
+      // The copies are queued transfers, never kernels: a GPU's one-token core reads the window
+      // and state before it waits for the kernel ahead of it (backend/cuda/launch.h), which is
+      // safe only when something that waits for every earlier kernel lies between two cores of a
+      // layer (a matmul in plain decoding; a transfer here).
+      const StepPart& part = step.parts[0];
+      const Tensor window = part.state->buffers[L.state].tensor.view();
+      const Tensor state = part.state->buffers[L.state + 1].tensor.view();
+      for (int64_t t = 0; t < T; ++t) {
+        ops::gdn_core(core_of(t, t + 1, window, state), y.rows(t, t + 1), nullptr);
+        if (t + 1 == T) break;
+        const ModelState& after = step.after[static_cast<size_t>(t)];
+        backend::copy_queued(window, after.buffers[L.state].tensor.view());
+        backend::copy_queued(state, after.buffers[L.state + 1].tensor.view());
+      }
     } else {
       // The core writes the out projection's input in its form only when it writes every row at once.
       for (const StepPart& part : step.parts) {  // each sequence's rows through its own state
@@ -300,7 +332,7 @@ class Qwen35Model final : public Model {
                       y.rows(r0, r1), step.batch() ? nullptr : &y_feed);
       }
     }
-    ops::matmul(y, M.out, out, step.batch() ? nullptr : &y_feed);
+    ops::matmul(y, M.out, out, step.batch() || step.verify ? nullptr : &y_feed);
   }
 
   // feed: h's, for the dense MLP's gate/up.

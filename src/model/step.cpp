@@ -151,6 +151,39 @@ Step StepRunner::prepare_decode(std::span<const DecodeItem> items, int64_t vocab
   return s;
 }
 
+Step StepRunner::prepare_verify(std::span<const int32_t> tokens, ModelState& state, std::span<const ModelState> after,
+                                int64_t vocab, const Tensor& logits) {
+  Step s = prepare(tokens, state, vocab, logits, true);
+  const int64_t T = s.tokens;
+  bool recurrent = false;
+  for (const StateBuffer& b : state.buffers) recurrent = recurrent || !b.token_indexed;
+  check(!recurrent || static_cast<int64_t>(after.size()) >= T - 1, ErrorKind::kInternal,
+        "a verify step of {} tokens needs {} per-position states, got {}", T, T - 1, after.size());
+  if (!recurrent) after = {};  // attention-only: nothing to keep per position
+  for (const ModelState& a : after.first(std::min(after.size(), static_cast<size_t>(T - 1)))) {
+    check(a.buffers.size() == state.buffers.size(), ErrorKind::kInternal,
+          "a per-position state has {} buffers, the sequence {}", a.buffers.size(), state.buffers.size());
+    for (size_t b = 0; b < a.buffers.size(); ++b)
+      check(state.buffers[b].token_indexed ||
+                a.buffers[b].tensor.view().nbytes() == state.buffers[b].tensor.view().nbytes(),
+            ErrorKind::kInternal, "per-position state buffer {} does not match", state.buffers[b].name);
+  }
+  s.verify = true;
+  s.after = after.first(std::min(after.size(), static_cast<size_t>(T - 1)));
+  // Each row's attention bound is the one its own one-token step would have: the rows of one
+  // sequence then run as the rows of a batch of sequences do (attention_rows), each alone.
+  row_blocks_.clear(), row_kv_bounds_.clear();
+  row_blocks_.reserve(static_cast<size_t>(std::max<int64_t>(T, 16)));  // (once: steps allocate nothing)
+  row_kv_bounds_.reserve(static_cast<size_t>(std::max<int64_t>(T, 16)));
+  for (int64_t t = 0; t < T; ++t) {
+    row_kv_bounds_.push_back(kv_bound_of(state, s.start + t + 1));
+    if (state.paged()) row_blocks_.push_back(state.kv);
+  }
+  s.row_kv_bounds = row_kv_bounds_;
+  s.row_blocks = row_blocks_;
+  return s;
+}
+
 void attend(const Step& step, size_t k_buffer, const LayerAttention& a) {
   const auto cache = [&](const StepPart& part, size_t i) -> const Tensor& {
     return part.state->buffers[k_buffer + i].tensor.view();
@@ -159,6 +192,19 @@ void attend(const Step& step, size_t k_buffer, const LayerAttention& a) {
   for (const StepPart& part : step.parts)
     one_pool = one_pool && cache(part, 0).data == cache(step.parts[0], 0).data &&
                cache(part, 1).data == cache(step.parts[0], 1).data;
+  if (step.verify && !one_pool) {  // a plain state's verify rows: each as its own one-token step
+    const StepPart& part = step.parts[0];
+    for (int64_t t = 0; t < step.tokens; ++t) {
+      const Tensor positions = step.positions.rows(t, t + 1), q_out = a.q_out.rows(t, t + 1);
+      backend::qk_norm_rope_store(a.q.rows(t, t + 1), a.k.rows(t, t + 1), a.v.rows(t, t + 1), a.norm, *a.rope,
+                                  positions, q_out, a.gate_out.empty() ? Tensor{} : a.gate_out.rows(t, t + 1),
+                                  cache(part, 0), cache(part, 1), part.state->kv);
+      backend::attention(q_out, cache(part, 0), cache(part, 1), positions,
+                         step.row_kv_bounds[static_cast<size_t>(t)], a.scale, a.window, a.out.rows(t, t + 1),
+                         part.state->kv);
+    }
+    return;
+  }
   if (one_pool) {
     const Tensor& k_cache = cache(step.parts[0], 0);
     const Tensor& v_cache = cache(step.parts[0], 1);
@@ -200,7 +246,15 @@ bool StepRunner::replay(const Step& step, bool all_logits) {
     const void* table = part.state->kv.table.data;  // a paged state's blocks: read at replay
     h = hash64(&table, sizeof(table), h);
   }
-  const Key key{step.tokens, all_logits, h, step.logits.data};
+  if (step.verify) {  // the rows' bounds and where the per-position states go are in the graph too
+    h = hash64(step.row_kv_bounds.data(), step.row_kv_bounds.size_bytes(), h);
+    for (const ModelState& a : step.after)
+      for (const StateBuffer& b : a.buffers) {
+        const void* p = b.tensor.empty() ? nullptr : b.tensor.view().data;
+        h = hash64(&p, sizeof(p), h);
+      }
+  }
+  const Key key{step.tokens, all_logits, step.verify, h, step.logits.data};
   size_t i = 0;
   while (i < entries_.size() && !(entries_[i].key == key)) ++i;
   if (i == entries_.size()) {

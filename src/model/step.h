@@ -72,6 +72,11 @@ struct Step {
   // table and kv_bound, for the ops that take every row at once (attention_rows); empty otherwise.
   std::span<const backend::KvBlocks> row_blocks;
   std::span<const int64_t> row_kv_bounds;
+  // A speculative verify step (Model::forward_verify, one part): every row is computed as a
+  // one-token step at its position (row_kv_bounds holds each row's bound), and recurrent layers
+  // write the state after row t < T - 1 into after[t].
+  bool verify = false;
+  std::span<const ModelState> after;
   bool batch() const { return parts.size() > 1; }
 };
 
@@ -126,6 +131,17 @@ class StepRunner {
     }
   }
 
+  // A verify step (Model::forward_verify): the tokens at the state's end, each row as a one-token
+  // step at its position; every row's logits; the state advanced by all of them.
+  template <typename Body>
+  void run_verify(std::span<const int32_t> tokens, ModelState& state, std::span<const ModelState> after,
+                  int64_t vocab, const Tensor& logits, Body&& body) {
+    const Step step = prepare_verify(tokens, state, after, vocab, logits);
+    run_body(step, true, body);
+    backend::copy(step.logits, logits);
+    state.n_tokens = step.start + step.tokens;
+  }
+
   // Steps of at most this many tokens are captured (decode and speculative verify), and decode
   // steps of at most kGraphMaxBatch sequences.
   static constexpr int64_t kGraphMaxTokens = 8;
@@ -137,6 +153,7 @@ class StepRunner {
   struct Key {
     int64_t tokens;
     bool all_logits;
+    bool verify;
     uint64_t parts;  // hash of each part's rows, state buffer addresses, capacity and kv_bound
     const void* logits;  // where the body writes them
     bool operator==(const Key&) const = default;
@@ -150,6 +167,8 @@ class StepRunner {
   Step prepare(const StepTokens& tokens, ModelState& state, int64_t vocab, const Tensor& logits,
                bool all_logits);
   Step prepare_decode(std::span<const DecodeItem> items, int64_t vocab);
+  Step prepare_verify(std::span<const int32_t> tokens, ModelState& state, std::span<const ModelState> after,
+                      int64_t vocab, const Tensor& logits);
   void check_state(const ModelState& state, int64_t tokens) const;
   // Runs body(step): replays the step's graph, captures one, or runs it eagerly.
   template <typename Body>

@@ -80,6 +80,12 @@ struct Engine::SlotTools {
   // A constrained request's token mask and its device copy (allocated on first use).
   std::vector<uint32_t> mask_words;
   backend::Buffer mask_buffer;
+  // Speculation (allocated when the slot's first speculating request starts): the verify step's
+  // per-position recurrent state, every row's logits, the rows' greedy picks.
+  std::unique_ptr<VerifySlots> verify_slots;
+  backend::Buffer verify_logits;  // [rows, vocab]
+  backend::Buffer verify_picks;   // I32 [rows]
+  std::vector<int32_t> verify_host_picks;
 };
 
 struct Engine::Active {
@@ -106,6 +112,13 @@ struct Engine::Active {
   TokenLogprob logprob;
   Clock::time_point started, decode_started;
   bool decoding = false;  // the first pick has been read
+
+  // Speculation: its drafter (its own, or the request's), drafts per verify step (0: none), and the
+  // tokens of the verify step whose picks are pending (empty: a plain pick is).
+  std::unique_ptr<Drafter> own_drafter;
+  Drafter* drafter = nullptr;
+  int64_t draft_max = 0;
+  std::vector<int32_t> drafts, verify;
 
   Cuts cuts;  // where its prefill cuts its prompt
   size_t next_cut = 0;  // the first cut past `prefilled`
@@ -184,6 +197,13 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
   check(options_.prefill_chunk > 0, ErrorKind::kInvalidInput, "the prefill chunk must be positive");
   check(options_.step_tokens >= 0, ErrorKind::kInvalidInput,
         "the step token budget must not be negative");
+  check(options_.speculative.method != SpeculativeParams::Method::kDraft || options_.draft_model,
+        ErrorKind::kInvalidInput, "speculative decoding with a draft model needs a draft model (--draft-model)");
+  check(!options_.draft_model || options_.draft_model->config().vocab_size == model_->config().vocab_size,
+        ErrorKind::kInvalidInput, "the draft model's vocabulary has {} tokens, the model's {}",
+        options_.draft_model ? options_.draft_model->config().vocab_size : 0, model_->config().vocab_size);
+  check(!options_.draft_model || options_.draft_model->device() == model_->device(), ErrorKind::kInvalidInput,
+        "the draft model runs on another device than the model");
   if (options_.step_tokens == 0) options_.step_tokens = 16 * options_.prefill_chunk;
   for (int64_t i = 0; i < pool_.slots(); ++i)
     tools_.push_back(std::make_unique<SlotTools>(model_->device(), model_->config().vocab_size));
@@ -214,6 +234,8 @@ void Engine::validate(const GenerationRequest& request) const {
     check(id >= 0 && id < V, ErrorKind::kInvalidInput,
           "prompt token {} is outside the vocabulary (size {})", id, V);
   check(request.top_logprobs <= 20, ErrorKind::kInvalidInput, "top_logprobs must be at most 20");
+  check(request.speculative.method != SpeculativeParams::Method::kDraft || options_.draft_model,
+        ErrorKind::kInvalidInput, "speculative decoding with a draft model: none is loaded (--draft-model)");
   check_sampling(request.sampling);
 }
 
@@ -377,6 +399,42 @@ void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, CacheTi
     r.may_run_ahead = r.pick_on_device && run_ahead && !r.sampler->edits_logits() &&
                       request.constraint == nullptr &&
                       (request.controller == nullptr || r.seq->truncatable());
+    // Speculation checks drafts with greedy picks of every verify row; a pick that needs the
+    // history (penalties, bias) or a mask per token, or a sampled one (rejection sampling is not
+    // here yet), decodes plainly. It does not run ahead: the next step depends on how many
+    // drafts the host accepts.
+    using Method = SpeculativeParams::Method;
+    Method method = request.speculative.method == Method::kDefault ? options_.speculative.method
+                                                                   : request.speculative.method;
+    if (method == Method::kDefault) method = Method::kOff;
+    const int64_t rows = model_->max_verify_tokens();
+    if ((method != Method::kOff || request.drafter != nullptr) && request.sampling.temperature <= 0.0f &&
+        !r.sampler->edits_logits() && request.constraint == nullptr && rows >= 2) {
+      const int64_t asked = request.speculative.draft_max > 0 ? request.speculative.draft_max
+                                                              : options_.speculative.draft_max;
+      r.draft_max = std::min(asked > 0 ? asked : 4, rows - 1);
+      r.drafter = request.drafter;
+      if (r.drafter == nullptr) {
+        if (method == Method::kDraft) {  // its own state on the draft model, for the whole context
+          r.own_drafter = std::make_unique<ModelDrafter>(*options_.draft_model, options_.context_size);
+        } else {
+          r.own_drafter = std::make_unique<NgramDrafter>();
+        }
+        r.drafter = r.own_drafter.get();
+      }
+      r.result.speculative.method = request.drafter != nullptr ? Method::kCustom : method;
+      r.may_run_ahead = false;
+      r.drafts.reserve(static_cast<size_t>(r.draft_max));
+      r.verify.reserve(static_cast<size_t>(r.draft_max + 1));
+      SlotTools& t = *r.tools;
+      if (!t.verify_slots) {  // once per slot, for the most rows the model verifies
+        const int64_t V = model_->config().vocab_size;
+        t.verify_slots = std::make_unique<VerifySlots>(*r.seq, rows);
+        t.verify_logits = backend::Buffer(model_->device(), DType::kF32, {rows, V});
+        t.verify_picks = backend::Buffer(model_->device(), DType::kI32, {rows});
+        t.verify_host_picks.resize(static_cast<size_t>(rows));
+      }
+    }
   } catch (...) {
     fail(r, std::current_exception());
   }
@@ -478,6 +536,16 @@ void Engine::feed_all(int64_t& budget) {
   for (auto& a : running_) {
     Active& r = *a;
     if (r.done || r.swapped || r.prefilled < r.prompt_len() || r.pick_pending) continue;
+    if (r.feed.size() == 1 && r.draft_max > 0) {
+      bool verified = false;
+      try {
+        verified = verify(r, budget);
+      } catch (...) {
+        fail(r, std::current_exception());
+        continue;
+      }
+      if (verified || r.done || r.swapped) continue;
+    }
     if (!room(r, static_cast<int64_t>(r.feed.size()))) continue;
     budget -= static_cast<int64_t>(r.feed.size());
     if (r.feed.size() == 1) {
@@ -515,8 +583,7 @@ bool Engine::decode_batch() {
 }
 
 void Engine::read_pick(Active& a) {
-  const GenerationRequest& request = a.request();
-  const int64_t V = model_->config().vocab_size;
+  if (!a.verify.empty()) return read_verify(a);
   const int32_t token = a.pick_on_device ? await_pick(a, a.pick_slot) : host_pick(a);
   a.pick_pending = false;
   if (!a.decoding) {
@@ -525,7 +592,26 @@ void Engine::read_pick(Active& a) {
     a.result.prefill_seconds = seconds_between(a.started, a.decode_started);
   }
   if (a.ahead) a.seq->resolve_pending(token);
+  std::optional<ControlDecision> decision = decide(a, token);
+  if (!decision) return;
+  if (a.ahead && !(decision->keep && decision->inject.empty() && !decision->stop)) {
+    // The step run ahead fed a token the plain loop would not feed alone: undo it and its pick.
+    a.seq->truncate(a.seq->n_tokens() - 1);
+    a.sampler->restore_random_state(a.random_before);
+    a.tools->drop_pick(1 - a.pick_slot);
+    a.ahead = false;
+  }
+  apply(a, token, *decision);
+  if (a.done) return;
+  if (a.ahead) {  // the token's step is already queued, and the next pick behind it
+    a.pick_slot = 1 - a.pick_slot;
+    a.pick_pending = true;
+    a.ahead = false;
+  }
+}
 
+std::optional<ControlDecision> Engine::decide(Active& a, int32_t token) {
+  const GenerationRequest& request = a.request();
   ControlDecision decision;
   if (std::find(request.stop_ids.begin(), request.stop_ids.end(), token) !=
       request.stop_ids.end()) {
@@ -534,7 +620,7 @@ void Engine::read_pick(Active& a) {
     if (!instead) {
       a.result.finish_reason = FinishReason::kStop;
       finish(a);
-      return;
+      return std::nullopt;
     }
     check(!instead->keep, ErrorKind::kInternal,
           "a token controller kept an end-of-generation token");
@@ -544,13 +630,12 @@ void Engine::read_pick(Active& a) {
   }
   check(decision.keep || !decision.inject.empty() || decision.stop, ErrorKind::kInternal,
         "a token controller dropped a token without replacing it");
-  if (a.ahead && !(decision.keep && decision.inject.empty() && !decision.stop)) {
-    // The step run ahead fed a token the plain loop would not feed alone: undo it and its pick.
-    a.seq->truncate(a.seq->n_tokens() - 1);
-    a.sampler->restore_random_state(a.random_before);
-    a.tools->drop_pick(1 - a.pick_slot);
-    a.ahead = false;
-  }
+  return decision;
+}
+
+bool Engine::apply(Active& a, int32_t token, const ControlDecision& decision) {
+  const GenerationRequest& request = a.request();
+  const int64_t V = model_->config().vocab_size;
   a.feed.clear();
   // Emits one token; false when generation must end (cancelled, or the budget is spent).
   auto emit = [&](int32_t t) {
@@ -583,13 +668,82 @@ void Engine::read_pick(Active& a) {
     a.result.finish_reason = decision.reason;
   if (a.result.finish_reason == FinishReason::kCancelled || decision.stop || !more) {
     finish(a);  // budget spent: no need to run the model for a token we will not sample
-    return;
+    return false;
   }
-  if (a.ahead) {  // the token's step is already queued, and the next pick behind it
-    a.pick_slot = 1 - a.pick_slot;
-    a.pick_pending = true;
-    a.ahead = false;
+  return decision.keep && decision.inject.empty();
+}
+
+bool Engine::verify(Active& a, int64_t& budget) {
+  // Drafts that fit the request's budget (the verify step's last pick is always one the plain loop
+  // makes too) and its context.
+  const int64_t left = a.budget - static_cast<int64_t>(a.result.tokens.size()) - 1;
+  const int64_t room_left = a.seq->capacity() - a.seq->n_tokens() - 1;
+  const int64_t most = std::min({a.draft_max, left, room_left});
+  if (most <= 0) return false;
+  a.drafter->propose(a.history, most, a.drafts);
+  if (a.drafts.empty()) return false;
+  if (static_cast<int64_t>(a.drafts.size()) > most) a.drafts.resize(static_cast<size_t>(most));
+  const int64_t V = model_->config().vocab_size;
+  for (int32_t d : a.drafts)
+    check(d >= 0 && d < V, ErrorKind::kInternal, "a drafter proposed token {} outside the vocabulary", d);
+  a.verify.assign(a.feed.begin(), a.feed.end());
+  a.verify.insert(a.verify.end(), a.drafts.begin(), a.drafts.end());
+  const auto T = static_cast<int64_t>(a.verify.size());
+  if (!room(a, T)) {
+    a.verify.clear();
+    return false;
   }
+  budget -= T;
+  SlotTools& t = *a.tools;
+  const Tensor logits = t.verify_logits.view().rows(0, T);
+  t.verify_slots->forward(*model_, *a.seq, a.verify, logits);
+  if (a.pick_on_device) backend::argmax(logits, t.verify_picks.view().rows(0, T));
+  stats_.step_tokens += static_cast<uint64_t>(T);
+  ++stats_.verify_steps;
+  stats_.drafted_tokens += static_cast<uint64_t>(T - 1);
+  ++a.result.speculative.steps;
+  a.result.speculative.drafted += T - 1;
+  a.pick_pending = true;
+  return true;
+}
+
+void Engine::read_verify(Active& a) {
+  SlotTools& t = *a.tools;
+  const auto T = static_cast<int64_t>(a.verify.size());
+  const auto V = static_cast<size_t>(model_->config().vocab_size);
+  a.pick_pending = false;
+  if (a.pick_on_device) backend::copy_to_host(t.verify_picks.view().rows(0, T), t.verify_host_picks.data());
+  // Row i's pick is the token plain decoding picks after the verified tokens before it; it is
+  // handled exactly as that step's pick would be, and the rows after it count only while it is
+  // the draft the next row was fed and the request goes on with it unchanged.
+  int64_t used = 0;
+  for (int64_t i = 0; i < T; ++i) {
+    int32_t token = 0;
+    if (a.pick_on_device) {
+      token = t.verify_host_picks[static_cast<size_t>(i)];
+    } else {  // as host_pick: the row on the host, its logprobs, the sampler's greedy pick
+      std::span<float> row;
+      if (model_->device() == Device::kCpu) {
+        row = std::span<float>(t.verify_logits.as<float>() + static_cast<size_t>(i) * V, V);
+      } else {
+        backend::copy(t.verify_logits.view().rows(i, i + 1).reshaped({static_cast<int64_t>(V)}), logits_.view());
+        row = std::span<float>(logits_.as<float>(), V);
+      }
+      if (a.want_logprobs) log_softmax(row, a.logprobs);
+      token = a.sampler->sample(row, a.history);
+    }
+    used = i + 1;
+    std::optional<ControlDecision> decision = decide(a, token);
+    if (!decision) break;
+    const bool plain = apply(a, token, *decision);
+    if (!plain || i + 1 == T || token != a.verify[static_cast<size_t>(i + 1)]) break;
+    ++a.result.speculative.accepted;
+    ++stats_.accepted_tokens;
+  }
+  a.verify.clear();
+  if (a.done) return;  // its slot is free already
+  // The state keeps the tokens whose picks were used: the fed token and the accepted drafts.
+  t.verify_slots->keep(*a.seq, used);
 }
 
 void Engine::prefill(Active& a) {

@@ -26,6 +26,7 @@
 #include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/sequence.h"
+#include "runtime/speculative.h"
 #include "runtime/state_pool.h"
 
 namespace strata::runtime {
@@ -64,6 +65,12 @@ struct EngineOptions {
   // The host tier's page-locked memory locked when the engine starts (a server: about 0.5 s per
   // GiB), rather than as demotions first need it (a one-shot command that may never demote).
   bool prefix_cache_lock_host = false;
+  // Speculative decoding for greedy requests that do not choose for themselves (method kDefault
+  // here: off), and the drafts per verify step (0: 4; at most what the model verifies at once).
+  SpeculativeParams speculative = {};
+  // The draft model of method kDraft (its vocabulary the model's), shared by the requests: each
+  // drafts on a state of its own (runtime::ModelDrafter). Empty: kDraft is refused.
+  std::shared_ptr<model::Model> draft_model = {};
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };
@@ -136,6 +143,12 @@ struct GenerationRequest {
   // A request that only leaves its prompt's prefixes in the cache (the next turn prefilled ahead):
   // it runs when nothing else waits, and is cancelled as soon as another request arrives.
   bool background = false;
+  // Speculative decoding (runtime/speculative.h): the method (kDefault: the engine's) and drafts
+  // per verify step (0: the engine's). Only greedy requests (temperature 0) without penalties,
+  // logit bias or an output constraint speculate; the others, and models that cannot verify
+  // (Model::max_verify_tokens), decode plainly. Either way the tokens are those of plain decoding.
+  SpeculativeParams speculative;
+  Drafter* drafter = nullptr;  // optional, not owned: proposes instead of the method's drafter
 };
 
 struct GenerationResult {
@@ -146,6 +159,7 @@ struct GenerationResult {
   double decode_seconds = 0.0;
   int64_t cached_tokens = 0;  // prompt tokens whose state came from the prefix cache
   CacheTier cached_tier = CacheTier::kNone;  // ... from this tier of it
+  SpeculativeStats speculative;  // method kOff when the request did not speculate
 };
 
 // Called with each generated token; return false to stop (cancel).
@@ -200,6 +214,9 @@ struct EngineStats {
   uint64_t failed = 0;           // invalid, or the engine threw
   uint64_t prompt_tokens = 0;    // of requests whose prompt ran
   uint64_t generated_tokens = 0;
+  uint64_t verify_steps = 0;        // speculative verify steps
+  uint64_t drafted_tokens = 0;      // draft tokens they checked
+  uint64_t accepted_tokens = 0;     // of them, those accepted
   double prefill_seconds = 0;  // summed over requests
   double decode_seconds = 0;
 };
@@ -243,6 +260,15 @@ class Engine {
   bool may_run_ahead_now(const Active& a) const;
   void run_ahead_all();            // phase 1
   void read_pick(Active& a);       // phase 2
+  // The decision on a picked token (its stop ids, its controller); nullopt when it ended the
+  // request. Then apply() emits what the decision says; true when the request goes on with exactly
+  // the picked token fed next (kept, nothing injected, no stop).
+  std::optional<ControlDecision> decide(Active& a, int32_t token);
+  bool apply(Active& a, int32_t token, const ControlDecision& decision);
+  // Speculation: a verify step of a's token and its drafts (false: no drafts, decode plainly),
+  // and the reading of its picks, row by row, as plain decoding would read them one step at a time.
+  bool verify(Active& a, int64_t& budget);
+  void read_verify(Active& a);
   void feed_all(int64_t& budget);  // phase 3's decodes
   bool decode_batch();             // entries_ as batched steps; false (batch_ failed) on an error
   void prefill(Active& a);

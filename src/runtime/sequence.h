@@ -20,6 +20,7 @@ namespace strata::runtime {
 
 class Snapshot;
 class Sequence;
+class VerifySlots;
 
 // One sequence's token in a batched decode step (forward_decode): its id on the host, or pending in
 // device memory (as Sequence::forward_pending), and where its logits go.
@@ -92,6 +93,7 @@ class Sequence {
 
  private:
   friend class Snapshot;
+  friend class VerifySlots;
   friend void forward_decode(model::Model&, std::span<const DecodeEntry>, std::vector<model::DecodeItem>&);
   void rewind_to(int64_t n);
 

@@ -80,6 +80,7 @@ class GenerationStream : public GenerationJob {
   double prefill_seconds() const { return result_.prefill_seconds; }
   int64_t cached_tokens() const { return result_.cached_tokens; }
   runtime::CacheTier cached_tier() const { return result_.cached_tier; }
+  const runtime::SpeculativeStats& speculative() const { return result_.speculative; }
   double decode_seconds() const { return result_.decode_seconds; }
 
   // Engine thread.

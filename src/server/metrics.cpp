@@ -186,6 +186,9 @@ std::string prometheus_text(const Metrics::Snapshot& m, const QueueStats& q,
 
   single(out, "strata_prompt_tokens_total", "counter", "Prompt tokens processed.", e.prompt_tokens);
   single(out, "strata_generation_tokens_total", "counter", "Tokens generated.", e.generated_tokens);
+  single(out, "strata_speculative_verify_steps_total", "counter", "Speculative verify steps (a token and its drafts checked in one step).", e.verify_steps);
+  single(out, "strata_speculative_draft_tokens_total", "counter", "Draft tokens checked by verify steps.", e.drafted_tokens);
+  single(out, "strata_speculative_accepted_tokens_total", "counter", "Draft tokens accepted (the model picked them too).", e.accepted_tokens);
   single(out, "strata_prefill_seconds_total", "counter", "Time from a generation's start to its first token, summed.", e.prefill_seconds);
   single(out, "strata_decode_seconds_total", "counter", "Time from a generation's first token to its end, summed.", e.decode_seconds);
 

@@ -59,6 +59,28 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const Fields& f) {
   return bias;
 }
 
+// The strata extension's "speculative": a method name, or an object with the method and the drafts
+// per verify step.
+runtime::SpeculativeParams parse_speculative(const Fields& f) {
+  runtime::SpeculativeParams p;
+  const OrderedJson* v = f.get("speculative");
+  if (v == nullptr || v->is_null()) return p;
+  auto method = [&](const std::string& name, const std::string& param) {
+    if (name != "ngram" && name != "draft" && name != "off")
+      invalid_value(param, "the speculative method is 'ngram', 'draft' (with the server's draft model) or 'off'.");
+    p.method = runtime::parse_speculative_method(name);
+  };
+  if (v->is_string()) {
+    method(v->get<std::string>(), f.param("speculative"));
+    return p;
+  }
+  if (!v->is_object()) wrong_type(f.param("speculative"), "a string or an object", *v);
+  const Fields s(*v, f.param("speculative"));
+  if (auto name = s.string("method")) method(*name, s.param("method"));
+  if (auto k = s.integer("draft_max", 1, 16)) p.draft_max = *k;
+  return p;
+}
+
 // Fields both endpoints share; `default_model` is not needed here: the handler resolves names.
 GenerationOptions parse_options(const Fields& f) {
   GenerationOptions o;
@@ -92,6 +114,7 @@ GenerationOptions parse_options(const Fields& f) {
   if (auto user = f.string("user")) o.user = *user;
   o.ignore_eos = f.boolean("ignore_eos").value_or(false);
   o.cache_prompt = f.boolean("cache_prompt").value_or(true);
+  if (const OrderedJson* ext = f.object("strata")) o.speculative = parse_speculative(Fields(*ext, "strata"));
   return o;
 }
 

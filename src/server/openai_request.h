@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 
 namespace strata::server {
 
@@ -46,6 +47,9 @@ struct GenerationOptions {
   // Log-probabilities: -1 off; else the alternatives to report per token (chat: top_logprobs
   // 0..20 with logprobs: true; completions: logprobs 0..5).
   int logprobs = -1;
+  // The strata extension object's "speculative": "ngram", "draft" or "off", or {"method": ..., "draft_max":
+  // 1..16}; absent: the server's default (greedy requests only; sampled ones decode plainly).
+  runtime::SpeculativeParams speculative;
 };
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };

@@ -640,6 +640,8 @@ struct Server::Impl {
       if (id >= vocab)
         bad_request("logit_bias",
                     fmt::format("Token id {} is outside the vocabulary (size {}).", id, vocab));
+    if (o.speculative.method == runtime::SpeculativeParams::Method::kDraft && !model.engine.options().draft_model)
+      bad_request("strata.speculative", "This server has no draft model (strata serve --draft-model).");
     runtime::GenerationRequest g;
     g.prompt = std::move(prompt);
     g.max_tokens = o.max_tokens.value_or(std::min(default_max_tokens, ctx - n));
@@ -647,6 +649,7 @@ struct Server::Impl {
     if (!o.seed) g.sampling.seed = random_seed();
     if (!o.ignore_eos) g.stop_ids = eos_ids;
     g.prefix_cache = o.cache_prompt;
+    g.speculative = o.speculative;
     return g;
   }
 
@@ -1123,17 +1126,31 @@ struct Server::Impl {
     return json_response(200, {{"id", id}, {"object", "response"}, {"deleted", true}});
   }
 
-  // The "strata" extension of a chat response: what think control did, when it had a say, and
-  // where a cached prompt prefix came from, when one served.
+  // The "strata" extension of a chat response: what think control did, when it had a say, where
+  // a cached prompt prefix came from, when one served, and what speculation did, when it ran.
   static std::optional<OrderedJson> chat_extension(const GenerationStream& job, bool routed) {
     const std::optional<control::ThinkReport> think = job.think_report();
     const bool thinking = routed || think.has_value();
-    if (!thinking && job.cached_tokens() == 0) return std::nullopt;
+    std::optional<OrderedJson> speculated = speculative_extension(job);
+    if (!thinking && job.cached_tokens() == 0 && !speculated) return std::nullopt;
     OrderedJson extension = thinking ? strata_extension_json(routed, think) : OrderedJson::object();
     if (job.cached_tokens() > 0)
       extension["prefix_cache"] = {{"cached_tokens", job.cached_tokens()},
                                    {"tier", runtime::cache_tier_name(job.cached_tier())}};
+    if (speculated) extension["speculative"] = std::move((*speculated)["speculative"]);
     return extension;
+  }
+
+  // {"speculative": {method, drafted, accepted}} when the request speculated (a completion's whole
+  // "strata" extension; part of a chat response's).
+  static std::optional<OrderedJson> speculative_extension(const GenerationStream& job) {
+    const runtime::SpeculativeStats& spec = job.speculative();
+    if (spec.method == runtime::SpeculativeParams::Method::kOff) return std::nullopt;
+    OrderedJson j = OrderedJson::object();
+    j["speculative"] = {{"method", runtime::speculative_method_name(spec.method)},
+                        {"drafted", spec.drafted},
+                        {"accepted", spec.accepted}};
+    return j;
   }
 
   HttpResponse whole_chat(const HttpRequest& http_request, const Jobs& jobs, ResponseHeader header,
@@ -1271,8 +1288,10 @@ struct Server::Impl {
             OrderedJson logprobs = nullptr;
             if (job.request.top_logprobs >= 0)
               logprobs = completion_logprobs_json(job.logprobs(), token_text(true));
-            return completion_json(header, echo + job.message().content, ends[i].finish_reason,
-                                   usage_of(job), std::move(logprobs));
+            OrderedJson j = completion_json(header, echo + job.message().content, ends[i].finish_reason,
+                                            usage_of(job), std::move(logprobs));
+            if (auto extension = speculative_extension(job)) j["strata"] = std::move(*extension);
+            return j;
           });
         });
   }
@@ -1292,6 +1311,8 @@ struct Server::Impl {
                                                   ? completion_logprobs_json(logprobs, token)
                                                   : OrderedJson(nullptr));
         j["choices"][0]["index"] = i;
+        if (!finish.empty())
+          if (auto extension = speculative_extension(*jobs[i])) j["strata"] = std::move(*extension);
         return out.write(sse_event(j));
       };
       stream_choices(

@@ -72,6 +72,29 @@ TEST(HybridCli, GenerateGreedyIdsMatchTheEngine) {
   EXPECT_EQ(r.tokens.size(), 16u);
 }
 
+// --speculative ngram and draft (strata-demo with --draft-model strata-demo-draft): the plain ids,
+// and what speculation did in the JSON.
+TEST(HybridCli, GenerateSpeculativeGivesThePlainIds) {
+  const std::string demo = test::test_fixture("../../models/strata-demo");
+  const std::string args = " -t 0 -n 24 --ignore-eos --json --prompt 'a b c a b c a b c'";
+  int code = 0;
+  const Json plain = Json::parse(run_cli("generate -m " + demo + args, &code));
+  ASSERT_EQ(code, 0);
+  EXPECT_FALSE(plain.contains("speculative"));
+  for (const std::string& flags : {std::string(" --speculative ngram --draft-max 3"),
+                                  " --speculative draft --draft-model " + demo + "-draft"}) {
+    const std::string out = run_cli("generate -m " + demo + flags + args, &code);
+    ASSERT_EQ(code, 0) << flags << ": " << out;
+    const Json j = Json::parse(out);
+    EXPECT_EQ(j["ids"], plain["ids"]) << flags;
+    EXPECT_TRUE(j["speculative"]["drafted"].is_number()) << flags << ": " << out;
+  }
+  // Method draft without a draft model is a clear error.
+  const std::string out = run_cli("generate -m " + demo + " --speculative draft" + args, &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("--draft-model"), std::string::npos) << out;
+}
+
 TEST(HybridCli, GenerateQuantizedOnLoadRuns) {
   int code = 0;
   const std::string out = run_cli("generate -m " + hybrid_model_dir() + " --quantize q4 -t 0 -n 8 --ignore-eos --json", &code);

@@ -1,0 +1,112 @@
+// Speculative decoding through the server: with the server's default on (n-gram), a greedy chat or
+// completion answers exactly as with the request's "strata": {"speculative": "off"}, whole or
+// streamed, with stop strings and max_tokens; the response's strata.speculative reports what it
+// did; a bad value is a 400 naming the field.
+#include <gtest/gtest.h>
+
+#include "../model/tiny_configs.h"
+#include "formats/safetensors.h"
+#include "model/synthetic.h"
+#include "test_server.h"
+
+namespace strata {
+namespace {
+
+// A random-weight Qwen3.5 hybrid with Qwen3's vocabulary (the tokenizer the test server uses).
+std::unique_ptr<model::Model> hybrid_with_qwen3_vocab(model::SyntheticCheckpoint& keep) {
+  Json config = test::tiny_hybrid_config(false);
+  config["text_config"]["vocab_size"] = test::qwen3_tokenizer().vocab_size();
+  config["text_config"]["hidden_size"] = 64;
+  keep = model::make_synthetic_checkpoint(config, {.bits = 4, .group_size = 32});
+  return model::load_model(keep.config, formats::WeightStore::from_tensors(keep.tensors));
+}
+
+class ServerSpeculative : public ::testing::Test {
+ protected:
+  ServerSpeculative()
+      : server_(hybrid_with_qwen3_vocab(checkpoint_), {},
+                runtime::EngineOptions{.context_size = 512,
+                                       .speculative = {runtime::SpeculativeParams::Method::kNgram, 5}}) {}
+
+  static Json body(Json extra = Json::object()) {
+    Json fields = {{"max_tokens", 40},
+                   {"ignore_eos", true},
+                   {"temperature", 0},
+                   {"chat_template_kwargs", {{"enable_thinking", false}}}};
+    fields.update(extra);
+    return test::chat_body("Say a b c a b c a b c a b c again and again: a b c a b c", fields);
+  }
+  Json chat(const Json& b) {
+    const test::HttpResult r = server_.post("/v1/chat/completions", b);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Json::parse(r.body);
+  }
+
+  model::SyntheticCheckpoint checkpoint_;
+  test::TestServer server_;
+};
+
+const Json kOff = {{"strata", {{"speculative", "off"}}}};
+
+TEST_F(ServerSpeculative, GreedyChatAnswersAsPlainAndReportsItsDrafts) {
+  const Json plain = chat(body(kOff));
+  const Json spec = chat(body());
+  EXPECT_EQ(spec["choices"][0]["message"]["content"], plain["choices"][0]["message"]["content"]);
+  EXPECT_EQ(spec["usage"]["completion_tokens"], 40);
+  EXPECT_EQ(spec["choices"][0]["finish_reason"], plain["choices"][0]["finish_reason"]);
+  EXPECT_FALSE(plain.contains("strata") && plain["strata"].contains("speculative")) << plain.dump();
+  const Json& s = spec["strata"]["speculative"];
+  ASSERT_TRUE(s.is_object()) << spec.dump();
+  EXPECT_EQ(s["method"], "ngram");
+  EXPECT_GT(s["drafted"].get<int64_t>(), 0);
+  EXPECT_LE(s["accepted"].get<int64_t>(), s["drafted"].get<int64_t>());
+  // The object form chooses the drafts per step; sampled requests decode plainly (no report).
+  const Json object = chat(body({{"strata", {{"speculative", {{"method", "ngram"}, {"draft_max", 2}}}}}}));
+  EXPECT_EQ(object["choices"][0]["message"]["content"], plain["choices"][0]["message"]["content"]);
+  const Json sampled = chat(body({{"temperature", 0.8}, {"seed", 3}}));
+  EXPECT_FALSE(sampled.contains("strata") && sampled["strata"].contains("speculative")) << sampled.dump();
+}
+
+TEST_F(ServerSpeculative, StreamedChatAndStopStringsAnswerAsPlain) {
+  const Json plain = chat(body(kOff));
+  const std::string text = plain["choices"][0]["message"]["content"];
+  ASSERT_GT(text.size(), 12u);
+  // Streamed: the same text, the report on the last chunk.
+  const test::HttpResult r = server_.post("/v1/chat/completions", body({{"stream", true}}));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const test::Streamed streamed = test::read_stream(r);
+  EXPECT_TRUE(streamed.done);
+  EXPECT_EQ(streamed.content, text);
+  EXPECT_NE(r.body.find("\"speculative\":{\"method\":\"ngram\""), std::string::npos) << r.body;
+  // A stop string from the middle of the answer ends both at the same place.
+  const std::string stop = text.substr(text.size() / 2, 3);
+  const Json plain_stop = chat(body({{"stop", stop}, {"strata", {{"speculative", "off"}}}}));
+  const Json spec_stop = chat(body({{"stop", stop}}));
+  EXPECT_EQ(spec_stop["choices"][0]["message"]["content"], plain_stop["choices"][0]["message"]["content"]);
+  EXPECT_EQ(spec_stop["choices"][0]["finish_reason"], "stop");
+  // max_tokens exactly.
+  const Json short_spec = chat(body({{"max_tokens", 7}}));
+  EXPECT_EQ(short_spec["usage"]["completion_tokens"], 7);
+}
+
+TEST_F(ServerSpeculative, CompletionsReportTooAndBadValuesAre400) {
+  const Json b = {{"prompt", "a b c a b c a b c a b c a b c"}, {"max_tokens", 24}, {"temperature", 0}};
+  Json off = b;
+  off["strata"] = {{"speculative", "off"}};
+  const Json plain = Json::parse(server_.post("/v1/completions", off).body);
+  const Json spec = Json::parse(server_.post("/v1/completions", b).body);
+  EXPECT_EQ(spec["choices"][0]["text"], plain["choices"][0]["text"]);
+  EXPECT_EQ(spec["strata"]["speculative"]["method"], "ngram") << spec.dump();
+  // ("draft" needs the server's draft model: this one has none.)
+  for (const Json& bad : {Json{{"speculative", "draft-model"}}, Json{{"speculative", 3}},
+                          Json{{"speculative", {{"draft_max", 0}}}}, Json{{"speculative", "draft"}}}) {
+    Json request = b;
+    request["strata"] = bad;
+    const test::HttpResult r = server_.post("/v1/completions", request);
+    EXPECT_EQ(r.status, 400) << bad.dump() << " " << r.body;
+    EXPECT_NE(r.body.find("strata.speculative"), std::string::npos) << r.body;
+  }
+}
+
+}  // namespace
+}  // namespace strata
