@@ -22,7 +22,7 @@
 #include "model/synthetic.h"
 #include "runtime/engine.h"
 #include "runtime/speculative.h"
-#include "script_drafter.h"
+#include "speculative_check.h"
 
 namespace strata {
 namespace {
@@ -125,28 +125,7 @@ TEST_P(CudaSpeculativeExactness, VerifyRowsAreOneTokenSteps) {
   const int64_t T = m->max_verify_tokens();
   ASSERT_GE(T, 2);
   const GenerationRequest r = request(V, 30, false);
-  std::vector<int32_t> tokens;
-  for (int64_t t = 0; t < T; ++t) tokens.push_back(static_cast<int32_t>((t * 37 + 11) % V));
-  const int32_t next = 5;
-  for (int64_t n = 1; n <= T; ++n) {
-    runtime::Sequence plain(*m, 64), spec(*m, 64);
-    HostTensor logits(DType::kF32, {V}), rows(DType::kF32, {T, V});
-    plain.forward(*m, r.prompt, logits.view(), false);
-    spec.forward(*m, r.prompt, logits.view(), false);
-    runtime::VerifySlots slots(spec, T);
-    slots.forward(*m, spec, tokens, rows.view());
-    for (int64_t t = 0; t < n; ++t) {
-      plain.forward(*m, std::span<const int32_t>(&tokens[static_cast<size_t>(t)], 1), logits.view(), false);
-      EXPECT_EQ(0, std::memcmp(logits.as<float>(), rows.as<float>() + t * V, static_cast<size_t>(V) * sizeof(float)))
-          << "row " << t;
-    }
-    slots.keep(spec, n);
-    HostTensor a(DType::kF32, {V}), b(DType::kF32, {V});
-    plain.forward(*m, std::span<const int32_t>(&next, 1), a.view(), false);
-    spec.forward(*m, std::span<const int32_t>(&next, 1), b.view(), false);
-    EXPECT_EQ(0, std::memcmp(a.as<float>(), b.as<float>(), static_cast<size_t>(V) * sizeof(float)))
-        << "after keeping " << n << " of " << T;
-  }
+  test::check_verify_rows(*m, r.prompt, T);
 }
 
 // strata-demo with strata-demo-draft on the GPU: the plain tokens, with drafts accepted.
