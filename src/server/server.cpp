@@ -819,10 +819,11 @@ struct Server::Impl {
     }
   }
 
-  // The end of a generation that did not complete: an engine error or a cancel at shutdown.
+  // The end of a generation that did not complete: an engine error (a 400 when the request was at
+  // fault, such as its output constraint going over the work budget mid-answer, else a 500) or a
+  // cancel at shutdown.
   static std::optional<ApiError> failure(const StreamUpdate& u) {
-    if (!u.error.empty())
-      return ApiError(500, "Generation failed: " + u.error, {}, {}, "server_error");
+    if (!u.error.empty()) return api_error_from(Error(u.error_kind, "Generation failed: " + u.error));
     if (u.finish_reason == "cancelled")
       return ApiError(503, "The server is shutting down; the generation was cancelled.", {},
                       "server_shutting_down", "server_error");
