@@ -59,6 +59,33 @@ TEST(StructuredServer, JsonObjectGivesAnObject) {
   EXPECT_EQ(content_of(r), Json({{"n", 42}, {"ok", {true}}})) << r.body;
 }
 
+// llama.cpp's response_format {"type": "json_object", "schema": ...}: the schema is followed, on
+// chat and completions.
+TEST(StructuredServer, JsonObjectWithASchemaFollowsTheSchema) {
+  TestServer s("Sure! The city is Paris.");
+  Json schema = kCitySchema;
+  schema["properties"]["city"] = {{"enum", {"Rome", "Oslo"}}};
+  const Json format = {{"type", "json_object"}, {"schema", schema}};
+  const HttpResult chat = s.post(
+      "/v1/chat/completions", chat_body("Where?", {{"max_tokens", 40}, {"response_format", format}}));
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  const Json v = content_of(chat);
+  EXPECT_TRUE(v["city"] == "Rome" || v["city"] == "Oslo") << v.dump();
+  const HttpResult completion =
+      s.post("/v1/completions",
+             {{"model", "qwen3-test"}, {"prompt", "Where?"}, {"max_tokens", 40}, {"response_format", format}});
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  const Json c = Json::parse(Json::parse(completion.body)["choices"][0]["text"].get<std::string>());
+  EXPECT_TRUE(c["city"] == "Rome" || c["city"] == "Oslo") << c.dump();
+  // A schema strata cannot compile is a 400 as a json_schema's is.
+  const HttpResult bad = s.post(
+      "/v1/chat/completions",
+      chat_body("Where?", {{"response_format", {{"type", "json_object"},
+                                                {"schema", {{"type", "array"}, {"uniqueItems", true}}}}}}));
+  ASSERT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(Json::parse(bad.body)["error"]["param"], "response_format") << bad.body;
+}
+
 TEST(StructuredServer, TheGrammarFieldConstrainsTheAnswerToARegex) {
   TestServer s("maybe later");
   const HttpResult r = s.post("/v1/chat/completions",
