@@ -17,9 +17,12 @@
 namespace strata::text::structured {
 
 struct JsonSchemaOptions {
-  // Whitespace allowed between tokens, at most this many characters: enough for "\n   " or ", ",
-  // and a small model cannot spend its budget on it.
-  int max_whitespace = 4;
+  // Whitespace between tokens: up to max_spaces spaces or tabs, then up to max_line_breaks line
+  // breaks ("\n" or "\r\n"), each followed by up to max_indent spaces or tabs. Room for JSON on
+  // one line and pretty-printed JSON alike, bounded so that a model cannot spend its budget on it.
+  int max_spaces = 16;
+  int max_line_breaks = 2;
+  int max_indent = 32;
   int ref_depth = 6;        // nested $refs followed before the recursion is cut
   int any_depth = 6;        // nesting of values a schema leaves free (e.g. json_object)
 };
@@ -29,6 +32,9 @@ struct JsonSchemaOptions {
 // supported.
 Grammar compile_json_schema(const nlohmann::ordered_json& schema,
                             const JsonSchemaOptions& options = {});
+
+// The whitespace allowed between JSON tokens (options' bounds), as a new rule of `grammar`.
+Grammar::Rule json_whitespace(Grammar& grammar, const JsonSchemaOptions& options = {});
 
 // Any JSON object (response_format json_object).
 Grammar any_json_object(const JsonSchemaOptions& options = {});

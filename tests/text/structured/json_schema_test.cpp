@@ -128,10 +128,16 @@ TEST(JsonSchemaGrammar, RefsToDefsIncludingRecursionCutAtADepth) {
   EXPECT_FALSE(matches(g, R"({"v":1,"kids":[{"v":2,"kids":[{"v":3,"kids":[]}]}]})"));
 }
 
-TEST(JsonSchemaGrammar, WhitespaceIsBounded) {
+// One line's blanks, or line breaks and indentation (pretty-printed JSON), bounded.
+TEST(JsonSchemaGrammar, WhitespaceIsOneLineOrPrettyPrintedAndBounded) {
   const Grammar g = compile_json_schema(OJ::parse(R"({"type":"array"})"));
-  EXPECT_TRUE(matches(g, "[" + std::string(4, ' ') + "]"));
-  EXPECT_FALSE(matches(g, "[" + std::string(9, ' ') + "]"));
+  EXPECT_TRUE(matches(g, "[" + std::string(16, ' ') + "1" + std::string(16, ' ') + "]"));
+  EXPECT_FALSE(matches(g, "[" + std::string(17, ' ') + "1]"));
+  EXPECT_TRUE(matches(g, "[\n  1,\n  [\n    2\n  ]\n]\n"));
+  EXPECT_TRUE(matches(g, "[ \r\n\t\t1 ,\n\n" + std::string(32, ' ') + "2]"));
+  EXPECT_FALSE(matches(g, "[\n" + std::string(33, ' ') + "1]"));
+  EXPECT_FALSE(matches(g, "[\n\n\n1]"));
+  EXPECT_FALSE(matches(g, "[\r1]"));
 }
 
 TEST(JsonSchemaGrammar, JsonObjectIsAnyObject) {
