@@ -516,16 +516,21 @@ class Compiler {
 }  // namespace
 
 Grammar::Rule json_whitespace(Grammar& grammar, const JsonSchemaOptions& options) {
-  ByteSet blank;
+  ByteSet space, blank;
+  for (char c : std::string_view(" \t\n\r")) space.add(static_cast<uint8_t>(c));
   blank.add(' ');
   blank.add('\t');
-  const Grammar::Rule one = grammar.sequence({grammar.bytes(blank)});
+  const Grammar::Rule any =
+      grammar.repeat(grammar.sequence({grammar.bytes(space)}), 0, options.max_whitespace);
+  if (options.max_indent <= 0) return any;
+  const Grammar::Rule blanks = grammar.sequence({grammar.bytes(blank)});
   const Grammar::Rule line_break =
       grammar.choice({grammar.literal("\n"), grammar.literal("\r\n")});
-  const Grammar::Rule new_line = grammar.sequence(
-      {Grammar::ref(line_break), Grammar::ref(grammar.repeat(one, 0, options.max_indent))});
-  return grammar.sequence({Grammar::ref(grammar.repeat(one, 0, options.max_spaces)),
-                           Grammar::ref(grammar.repeat(new_line, 0, options.max_line_breaks))});
+  const Grammar::Rule indented =
+      grammar.sequence({Grammar::ref(grammar.repeat(blanks, 0, options.max_whitespace)),
+                        Grammar::ref(line_break),
+                        Grammar::ref(grammar.repeat(blanks, 0, options.max_indent))});
+  return grammar.choice({any, indented});
 }
 
 Grammar::Rule add_json_schema(Grammar& grammar, const nlohmann::ordered_json& schema,

@@ -17,12 +17,12 @@
 namespace strata::text::structured {
 
 struct JsonSchemaOptions {
-  // Whitespace between tokens: up to max_spaces spaces or tabs, then up to max_line_breaks line
-  // breaks ("\n" or "\r\n"), each followed by up to max_indent spaces or tabs. Room for JSON on
-  // one line and pretty-printed JSON alike, bounded so that a model cannot spend its budget on it.
-  int max_spaces = 16;
-  int max_line_breaks = 2;
-  int max_indent = 32;
+  // Whitespace allowed between tokens, at most this many characters: enough for "\n   " or ", ",
+  // and a small model cannot spend its budget on it.
+  int max_whitespace = 4;
+  // More than 0: also up to max_whitespace blanks, a line break and up to this many blanks of
+  // indentation (pretty-printed JSON, as models write tool calls), still bounded.
+  int max_indent = 0;
   int ref_depth = 6;        // nested $refs followed before the recursion is cut
   int any_depth = 6;        // nesting of values a schema leaves free (e.g. json_object)
 };

@@ -105,8 +105,8 @@ Rule free_xml_call(Grammar& g, const std::string& name) {
                      ref(g.literal("</function>\n</tool_call>"))});
 }
 
-// What every syntax but the XML one is built of: whitespace between tokens (a JSON schema's, so a
-// call may be written on one line or pretty-printed) and literals.
+// What every syntax but the XML one is built of: whitespace between tokens (a JSON schema's, with
+// the options' indentation) and literals.
 struct Pieces {
   Grammar& g;
   Rule ws;
