@@ -32,7 +32,7 @@ class Automaton {
   // Units of work one operation may take: at worst (an ambiguous grammar's large stack sets)
   // about a fifth of a second for a token mask, measured on two shared cores. The JSON schemas of
   // bench/bench_structured take at most about 700,000 per token mask over a 150K- or 262K-token
-  // vocabulary, the calls of sixty tools of twelve parameters each about 360,000.
+  // vocabulary, the calls of sixty tools of twelve parameters each under 400,000.
   static constexpr uint64_t kWorkBudget = 16'000'000;
 
   explicit Automaton(const Grammar& grammar);
