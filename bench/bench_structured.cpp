@@ -2,7 +2,8 @@
 // matcher's state, then the matcher advanced on the token), along valid JSON texts tokenized by a
 // real tokenizer. Cold: a fresh constraint (every state's mask walked once, then cached); warm: the
 // same texts again through the same constraint (what a server's compiled-schema cache serves).
-// Prints one markdown table of median and p99 µs per token; asserts nothing.
+// Prints one markdown table of median and p99 µs per token, and the most work one mask or advance
+// took (of text::structured::Automaton::kWorkBudget); asserts nothing.
 //
 // Usage: bench_structured [TOKENIZER_JSON ...]
 //   default: the shared fixtures' qwen35 (151,936 ids) and gemma3 (262,144 ids) tokenizers
@@ -74,8 +75,8 @@ int main(int argc, char** argv) {
     std::printf("command: bench_structured");
     for (const std::string& p : paths) std::printf(" %s", p.c_str());
     std::printf("\ndevice: CPU, one thread\n\n");
-    std::printf("| tokenizer | vocab | schema | tokens | cold median µs | cold p99 µs | warm median µs | warm p99 µs | states |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| tokenizer | vocab | schema | tokens | cold median µs | cold p99 µs | warm median µs | warm p99 µs | states | max work |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& path : paths) {
       auto tokenizer = strata::text::Tokenizer::load(path);
       auto vocab = st::Vocabulary::from_tokenizer(*tokenizer);
@@ -101,10 +102,12 @@ int main(int argc, char** argv) {
             }
           }
         }
-        std::printf("| %s | %zu | %s | %zu | %.1f | %.1f | %.1f | %.1f | %zu |\n",
+        const st::TokenConstraint::Stats stats = constraint->stats();
+        std::printf("| %s | %zu | %s | %zu | %.1f | %.1f | %.1f | %.1f | %zu | %llu |\n",
                     path.substr(path.find("tokenizers/") == std::string::npos ? 0 : path.find("tokenizers/") + 11).c_str(),
                     vocab->size(), c.name, tokens, percentile(cold, 0.5), percentile(cold, 0.99),
-                    percentile(warm, 0.5), percentile(warm, 0.99), constraint->stats().states);
+                    percentile(warm, 0.5), percentile(warm, 0.99), stats.states,
+                    static_cast<unsigned long long>(stats.max_work));
       }
     }
     return 0;

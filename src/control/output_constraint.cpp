@@ -177,7 +177,11 @@ std::shared_ptr<st::TokenConstraint> ConstraintCache::get(
       }
   }
   // Compiled outside the lock (a schema may take a while); two racing requests compile twice.
+  // The start state's mask is computed here too, on the request's thread rather than the
+  // engine's: a grammar too ambiguous for the work budget fails there, and is not kept.
   auto compiled = std::make_shared<st::TokenConstraint>(build(), vocabulary());
+  std::vector<uint32_t> words(compiled->vocabulary().words());
+  compiled->mask(compiled->start(), words);
   std::lock_guard lock(mutex_);
   recent_.emplace_front(key, compiled);
   if (recent_.size() > capacity_) recent_.pop_back();

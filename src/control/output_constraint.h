@@ -83,7 +83,9 @@ class ConstraintCache {
                   std::vector<std::string> writable_special = {});
   // The vocabulary (built on first use).
   std::shared_ptr<const text::structured::Vocabulary> vocabulary();
-  // The constraint under `key`, or build(): compiled once.
+  // The constraint under `key`, or build(): compiled once, with the mask of its start state.
+  // Throws build()'s errors, and Error(kInvalidInput) for a grammar whose start state or first
+  // mask is over the automaton's work budget.
   std::shared_ptr<text::structured::TokenConstraint> get(
       const std::string& key, const std::function<text::structured::Grammar()>& build);
 

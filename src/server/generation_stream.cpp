@@ -64,18 +64,21 @@ StreamUpdate GenerationStream::wait(std::chrono::milliseconds timeout) {
   std::vector<Token> tokens;
   std::optional<runtime::GenerationResult> ended;
   std::optional<std::string> error;
+  ErrorKind error_kind = ErrorKind::kInternal;
   if (!pending_.done) {
     std::unique_lock lock(mutex_);
     changed_.wait_for(lock, timeout, [&] { return !incoming_.empty() || ended_ || error_; });
     tokens.swap(incoming_);
     ended = ended_;
     error = error_;
+    error_kind = error_kind_;
   }
   for (Token& t : tokens) take(std::move(t));
   if (error) {
     pending_.done = true;
     pending_.finish_reason = "error";
     pending_.error = error->empty() ? "generation failed" : *error;
+    pending_.error_kind = error_kind;
   } else if (ended && !pending_.done) {
     end(*ended);
   }
@@ -84,6 +87,7 @@ StreamUpdate GenerationStream::wait(std::chrono::milliseconds timeout) {
   pending_.done = taken.done;  // done stays visible to later calls
   pending_.finish_reason = taken.finish_reason;
   pending_.error = taken.error;
+  pending_.error_kind = taken.error_kind;
   return taken;
 }
 
@@ -208,10 +212,25 @@ void GenerationStream::on_finish(const runtime::GenerationResult& result) {
   changed_.notify_all();
 }
 
-void GenerationStream::on_error(const std::string& message) {
+void GenerationStream::on_error(const std::string& message) { fail(message, ErrorKind::kInternal); }
+
+void GenerationStream::on_failure(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    fail(e.what(), e.kind());
+  } catch (const std::exception& e) {
+    fail(e.what(), ErrorKind::kInternal);
+  } catch (...) {
+    fail("unknown error", ErrorKind::kInternal);
+  }
+}
+
+void GenerationStream::fail(const std::string& message, ErrorKind kind) {
   {
     std::lock_guard lock(mutex_);
     error_ = message;
+    error_kind_ = kind;
   }
   changed_.notify_all();
 }

@@ -22,6 +22,7 @@
 #include "control/output_constraint.h"
 #include "control/stop_strings.h"
 #include "control/think_control.h"
+#include "core/error.h"
 #include "server/generation_queue.h"
 #include "server/openai_response.h"
 #include "text/chat/output_parser.h"
@@ -42,6 +43,9 @@ struct StreamUpdate {
   bool done = false;
   std::string finish_reason;  // when done: "stop", "length", "tool_calls" or "cancelled"
   std::string error;          // when done: non-empty if the engine failed
+  // The failure's kind: invalid input for the request's own fault (its output constraint over the
+  // work budget mid-answer), a client error; internal (a server error) for anything else.
+  ErrorKind error_kind = ErrorKind::kInternal;
 };
 
 struct StreamSettings {
@@ -87,6 +91,7 @@ class GenerationStream : public GenerationJob {
   bool on_token(int32_t id) override;
   void on_finish(const runtime::GenerationResult& result) override;
   void on_error(const std::string& message) override;
+  void on_failure(std::exception_ptr error) override;  // keeps a strata::Error's kind
 
  private:
   struct Token {  // what the engine hands over
@@ -98,6 +103,7 @@ class GenerationStream : public GenerationJob {
   void on_logprob(const runtime::TokenLogprob& logprob);  // engine: just before its on_token
   void take(Token token);                                 // one token's text
   void end(const runtime::GenerationResult& result);      // the generation's end
+  void fail(const std::string& message, ErrorKind kind);  // engine: the generation failed
   void emit(std::string_view text, bool at_end);          // after the stop strings: parse and queue
   void queue(StreamDelta delta);
 
@@ -112,7 +118,8 @@ class GenerationStream : public GenerationJob {
   std::condition_variable changed_;
   std::vector<Token> incoming_;
   std::optional<runtime::GenerationResult> ended_;  // on_finish's
-  std::optional<std::string> error_;                // on_error's
+  std::optional<std::string> error_;                // on_error's or on_failure's
+  ErrorKind error_kind_ = ErrorKind::kInternal;
   std::optional<std::chrono::steady_clock::time_point> first_token_;
 
   // HTTP thread only.

@@ -293,6 +293,12 @@ std::optional<int64_t> parse_thinking_budget(const Fields& f) {
   return budget ? budget : alias ? alias : reasoning_max;
 }
 
+// A JSON schema given in `param`: an object, or true / false.
+const OrderedJson& checked_schema(const OrderedJson& schema, const std::string& param) {
+  if (!schema.is_object() && !schema.is_boolean()) wrong_type(param, "an object", schema);
+  return schema;
+}
+
 // The answer's shape: response_format, llama.cpp's json_schema (the schema itself) and grammar
 // (GBNF text; "" means none, as in llama.cpp), or strata_grammar. One at most may constrain the
 // answer (a response_format of type "text" does not); a second is a 400 naming it.
@@ -308,10 +314,9 @@ ResponseFormat parse_answer_shape(const Fields& f) {
   if (const OrderedJson* v = f.object("response_format"))
     take(parse_response_format(*v, "response_format"));
   if (const OrderedJson* v = f.get("json_schema")) {
-    if (!v->is_object() && !v->is_boolean()) wrong_type("json_schema", "an object", *v);
     ResponseFormat r;
     r.type = "json_schema";
-    r.schema = *v;
+    r.schema = checked_schema(*v, "json_schema");
     r.param = "json_schema";
     take(std::move(r));
   }
@@ -348,7 +353,16 @@ ResponseFormat parse_response_format(const OrderedJson& value, const std::string
   if (!type)
     bad_request(param + ".type", fmt::format("Missing required parameter: '{}.type'.", param));
   r.type = *type;
-  if (r.type == "text" || r.type == "json_object") return r;
+  if (r.type == "text") return r;
+  if (r.type == "json_object") {
+    // llama.cpp's server also takes a schema beside json_object: the answer then follows it, as a
+    // json_schema's does.
+    if (const OrderedJson* schema = f.get("schema")) {
+      r.type = "json_schema";
+      r.schema = checked_schema(*schema, param + ".schema");
+    }
+    return r;
+  }
   if (r.type != "json_schema")
     invalid_value(param + ".type",
                   fmt::format("expected 'text', 'json_object' or 'json_schema', got '{}'.", r.type));
@@ -361,9 +375,7 @@ ResponseFormat parse_response_format(const OrderedJson& value, const std::string
   const OrderedJson* schema = js.get("schema");
   if (schema == nullptr)
     bad_request(at + ".schema", fmt::format("Missing required parameter: '{}.schema'.", at));
-  if (!schema->is_object() && !schema->is_boolean())
-    wrong_type(at + ".schema", "an object", *schema);
-  r.schema = *schema;
+  r.schema = checked_schema(*schema, at + ".schema");
   return r;
 }
 

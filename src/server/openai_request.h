@@ -74,7 +74,8 @@ struct ResponseFormat {
 };
 
 // A response_format object at `param` (e.g. "response_format", "text.format"): {"type": "text"},
-// {"type": "json_object"}, or {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}
+// {"type": "json_object"} (with a "schema" beside the type, as llama.cpp's server takes it: read
+// as that json_schema), or {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}
 // (chat's shape) or with name, schema and strict beside the type (the Responses API's shape).
 // Throws ApiError(400) naming the field. The schema is compiled later, against the model
 // (Server: an unsupported keyword is a 400 then).

@@ -822,10 +822,11 @@ struct Server::Impl {
     }
   }
 
-  // The end of a generation that did not complete: an engine error or a cancel at shutdown.
+  // The end of a generation that did not complete: an engine error (a 400 when the request was at
+  // fault, such as its output constraint going over the work budget mid-answer, else a 500) or a
+  // cancel at shutdown.
   static std::optional<ApiError> failure(const StreamUpdate& u) {
-    if (!u.error.empty())
-      return ApiError(500, "Generation failed: " + u.error, {}, {}, "server_error");
+    if (!u.error.empty()) return api_error_from(Error(u.error_kind, "Generation failed: " + u.error));
     if (u.finish_reason == "cancelled")
       return ApiError(503, "The server is shutting down; the generation was cancelled.", {},
                       "server_shutting_down", "server_error");
@@ -978,23 +979,34 @@ struct Server::Impl {
                  });
   }
 
-  // Anthropic's stream: message_start and a ping, each delta's block events (and a ping whenever
-  // nothing was sent for kPingInterval, e.g. during a long prefill), then message_delta and
-  // message_stop, or an error event.
-  HttpResponse stream_message(ChatRun run, ResponseHeader header) {
+  // What an API writes around a streamed answer's deltas; "" writes nothing.
+  struct StreamShape {
+    std::function<std::string()> start;
+    std::function<std::string(const text::chat::ParsedDelta&)> delta;
+    std::function<std::string()> ping;  // when nothing was sent for kPingInterval
+    std::function<std::string(const ApiError&)> fail;
+    // The last events, given the finish reason and the strata extension (or null).
+    std::function<std::string(const std::string&, const OrderedJson&)> finish;
+  };
+
+  // A run of one choice streamed in another API's shape (make_shape(job) gives it, when the stream
+  // starts): start, each delta's events (and pings), then finish, or fail on an engine error; the
+  // next turn's prefill starts where the answer ended as asked.
+  HttpResponse stream_one(ChatRun run,
+                          std::function<StreamShape(const GenerationStream&)> make_shape) {
     HttpResponse response;
     response.content_type = "text/event-stream";
     response.headers["Cache-Control"] = "no-cache";
-    response.stream = [this, run, header](BodyWriter& out) {
+    response.stream = [this, run, make_shape](BodyWriter& out) {
       GenerationStream& job = *run.jobs.front();
-      AnthropicStream events(header);
+      const StreamShape shape = make_shape(job);
       auto last_write = std::chrono::steady_clock::now();
       auto write = [&](const std::string& text) {
         if (text.empty()) return true;
         last_write = std::chrono::steady_clock::now();
         return out.write(text);
       };
-      if (!write(events.start(static_cast<int64_t>(job.request.prompt.size())))) {
+      if (!write(shape.start())) {
         job.cancel();
         return;
       }
@@ -1003,23 +1015,39 @@ struct Server::Impl {
           job, [&out] { return out.connected(); }, end,
           [&](const StreamUpdate& update) {
             for (const StreamDelta& d : update.deltas)
-              if (!write(events.delta(d.text))) return false;
+              if (!write(shape.delta(d.text))) return false;
             if (std::chrono::steady_clock::now() - last_write >= kPingInterval)
-              return write(AnthropicStream::ping());
+              return write(shape.ping());
             return true;
           });
       if (!completed) return;
       observe(job);
       if (auto e = failure(end)) {
-        out.write(AnthropicStream::error(*e));
+        write(shape.fail(*e));
         return;
       }
       const std::optional<OrderedJson> extension = chat_extension(job, run.routed);
-      out.write(events.finish(end.finish_reason, job.stop_sequence(), usage_of(job),
-                              extension.value_or(OrderedJson(nullptr))));
+      write(shape.finish(end.finish_reason, extension.value_or(OrderedJson(nullptr))));
       if (run.ahead && completed_normally(end.finish_reason)) run.ahead();
     };
     return response;
+  }
+
+  // Anthropic's stream: message_start and a ping, each delta's block events (and a ping whenever
+  // nothing was sent for kPingInterval, e.g. during a long prefill), then message_delta and
+  // message_stop, or an error event.
+  HttpResponse stream_message(ChatRun run, ResponseHeader header) {
+    return stream_one(std::move(run), [this, header](const GenerationStream& job) {
+      auto events = std::make_shared<AnthropicStream>(header);
+      return StreamShape{
+          [events, &job] { return events->start(static_cast<int64_t>(job.request.prompt.size())); },
+          [events](const text::chat::ParsedDelta& d) { return events->delta(d); },
+          [] { return AnthropicStream::ping(); },
+          [](const ApiError& e) { return AnthropicStream::error(e); },
+          [this, events, &job](const std::string& finish, const OrderedJson& extension) {
+            return events->finish(finish, job.stop_sequence(), usage_of(job), extension);
+          }};
+    });
   }
 
   // POST /v1/responses: the Responses request in chat form (previous_response_id's conversation
@@ -1068,39 +1096,19 @@ struct Server::Impl {
   // client may fetch or continue it at once), or an error event and response.failed.
   HttpResponse stream_response(ChatRun run, ResponseHeader header,
                                std::shared_ptr<const ResponsesRequest> request) {
-    HttpResponse response;
-    response.content_type = "text/event-stream";
-    response.headers["Cache-Control"] = "no-cache";
-    response.stream = [this, run, header, request](BodyWriter& out) {
-      GenerationStream& job = *run.jobs.front();
-      ResponsesStream events(header, request->settings);
-      auto write = [&out](const std::string& text) { return text.empty() || out.write(text); };
-      if (!write(events.start())) {
-        job.cancel();
-        return;
-      }
-      StreamUpdate end;
-      const bool completed = follow(
-          job, [&out] { return out.connected(); }, end,
-          [&](const StreamUpdate& update) {
-            for (const StreamDelta& d : update.deltas)
-              if (!write(events.delta(d.text))) return false;
-            return true;
-          });
-      if (!completed) return;
-      observe(job);
-      if (auto e = failure(end)) {
-        write(events.fail(*e));
-        return;
-      }
-      const std::optional<OrderedJson> extension = chat_extension(job, run.routed);
-      const std::string last = events.finish(end.finish_reason, usage_of(job),
-                                             extension.value_or(OrderedJson(nullptr)));
-      keep(*request, events.response());
-      write(last);
-      if (run.ahead && completed_normally(end.finish_reason)) run.ahead();
-    };
-    return response;
+    return stream_one(std::move(run), [this, header, request](const GenerationStream& job) {
+      auto events = std::make_shared<ResponsesStream>(header, request->settings);
+      return StreamShape{
+          [events] { return events->start(); },
+          [events](const text::chat::ParsedDelta& d) { return events->delta(d); },
+          [] { return std::string(); },
+          [events](const ApiError& e) { return events->fail(e); },
+          [this, events, request, &job](const std::string& finish, const OrderedJson& extension) {
+            std::string last = events->finish(finish, usage_of(job), extension);
+            keep(*request, events->response());
+            return last;
+          }};
+    });
   }
 
   static std::string response_id(const HttpRequest& r) {

@@ -152,6 +152,36 @@ TEST(ToolCallConstraint, Llama3BareJsonAtTheAnswersStartIsACallFromItsName) {
   EXPECT_EQ(std::find(names->begin(), names->end(), vocab().id("x")), names->end());
 }
 
+// A call written pretty-printed, a line break and indentation after "{" and between its members,
+// stays constrained to its end; whitespace is bounded (a line holds 32 blanks of indentation).
+TEST(ToolCallConstraint, Llama3PrettyPrintedCallsStayConstrained) {
+  OutputConstraint c(settings(kLlama3, true));
+  const std::string call =
+      "{\n        \"name\": \"get_weather\",\n        \"parameters\": {\n"
+      "            \"city\": \"Paris\"\n        }\n}";
+  bool opened = false;
+  for (char ch : call) {
+    emit(c, std::string(1, ch));
+    ASSERT_FALSE(c.broken()) << "at " << ch;
+    opened = opened || allowed(c).has_value();
+  }
+  EXPECT_TRUE(opened);
+  EXPECT_TRUE(only_end(allowed(c)));
+
+  OutputConstraint bounded(settings(kLlama3, true));
+  for (std::string_view piece : {"{\"", "name", "\":", "\n"}) emit(bounded, piece);
+  for (int i = 0; i < 32; ++i) {
+    const auto ids = allowed(bounded);
+    ASSERT_TRUE(ids.has_value());
+    ASSERT_NE(std::find(ids->begin(), ids->end(), vocab().id(" ")), ids->end()) << i;
+    emit(bounded, " ");
+  }
+  const auto ids = allowed(bounded);
+  ASSERT_TRUE(ids.has_value());
+  EXPECT_EQ(std::find(ids->begin(), ids->end(), vocab().id(" ")), ids->end());
+  EXPECT_NE(std::find(ids->begin(), ids->end(), vocab().id("\"")), ids->end());
+}
+
 TEST(ToolCallConstraint, Llama3AnswersThatAreNoCallStayFreeUntilThePythonTag) {
   for (std::vector<std::string> start :
        {std::vector<std::string>{"Sure", " thing"}, {"{\"", "a", "\":", "1", "}"}, {"[{\""}}) {

@@ -205,6 +205,18 @@ TEST(OpenAiRequest, ResponseFormatsAreParsedInChatsAndResponsesShapes) {
       {{"type", "json_schema"}, {"name", "y"}, {"schema", schema}}, "text.format");
   EXPECT_EQ(flat.name, "y");
   EXPECT_EQ(flat.schema, schema);
+  // llama.cpp's server: a schema beside json_object is followed as a json_schema's.
+  const ResponseFormat object_schema =
+      parse_chat_request(chat({{"response_format", {{"type", "json_object"}, {"schema", schema}}}}))
+          .response_format;
+  EXPECT_EQ(object_schema.type, "json_schema");
+  EXPECT_EQ(object_schema.schema, schema);
+  EXPECT_EQ(object_schema.param, "response_format");
+  EXPECT_EQ(parse_chat_request(chat({{"response_format", {{"type", "json_object"}, {"schema", nullptr}}}}))
+                .response_format.type,
+            "json_object");
+  expect_400(chat({{"response_format", {{"type", "json_object"}, {"schema", "object"}}}}),
+             "response_format.schema", "invalid_type");
   expect_400(
       chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}}),
       "response_format.json_schema.schema", "");

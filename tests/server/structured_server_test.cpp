@@ -59,6 +59,33 @@ TEST(StructuredServer, JsonObjectGivesAnObject) {
   EXPECT_EQ(content_of(r), Json({{"n", 42}, {"ok", {true}}})) << r.body;
 }
 
+// llama.cpp's response_format {"type": "json_object", "schema": ...}: the schema is followed, on
+// chat and completions.
+TEST(StructuredServer, JsonObjectWithASchemaFollowsTheSchema) {
+  TestServer s("Sure! The city is Paris.");
+  Json schema = kCitySchema;
+  schema["properties"]["city"] = {{"enum", {"Rome", "Oslo"}}};
+  const Json format = {{"type", "json_object"}, {"schema", schema}};
+  const HttpResult chat = s.post(
+      "/v1/chat/completions", chat_body("Where?", {{"max_tokens", 40}, {"response_format", format}}));
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  const Json v = content_of(chat);
+  EXPECT_TRUE(v["city"] == "Rome" || v["city"] == "Oslo") << v.dump();
+  const HttpResult completion =
+      s.post("/v1/completions",
+             {{"model", "qwen3-test"}, {"prompt", "Where?"}, {"max_tokens", 40}, {"response_format", format}});
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  const Json c = Json::parse(Json::parse(completion.body)["choices"][0]["text"].get<std::string>());
+  EXPECT_TRUE(c["city"] == "Rome" || c["city"] == "Oslo") << c.dump();
+  // A schema strata cannot compile is a 400 as a json_schema's is.
+  const HttpResult bad = s.post(
+      "/v1/chat/completions",
+      chat_body("Where?", {{"response_format", {{"type", "json_object"},
+                                                {"schema", {{"type", "array"}, {"uniqueItems", true}}}}}}));
+  ASSERT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(Json::parse(bad.body)["error"]["param"], "response_format") << bad.body;
+}
+
 TEST(StructuredServer, TheGrammarFieldConstrainsTheAnswerToARegex) {
   TestServer s("maybe later");
   const HttpResult r = s.post("/v1/chat/completions",
@@ -262,6 +289,89 @@ TEST(StructuredServer, BadSchemasAreA400InOpenAisShape) {
                        {"function", {{"name", "f"}, {"parameters", {{"type", "object"}, {"not", Json::object()}}}}}}};
   const HttpResult r = s.post("/v1/chat/completions", chat_body("x", {{"tools", tools}}));
   EXPECT_EQ(r.status, 200) << r.body;
+}
+
+// ---- Grammars over the automaton's work budget (text/structured/automaton.h). ----
+
+// Each space read doubles the ways to read the text (which letter each space waits for): the first
+// mask, over tokens of many spaces, is over the budget, so the request is refused before it runs.
+const std::string kSpacesDoubling = "root ::= s\ns ::= \" \" s \"b\" | \" \" s \"c\" | \"\"\n";
+// The same doubling on "a": tokens of a few letters keep the first masks in the budget, and a mask
+// a dozen letters in goes over it, mid-answer.
+const std::string kLettersDoubling = "root ::= s\ns ::= \"a\" s \"b\" | \"a\" s \"c\" | \"\"\n";
+// A string whose pattern nests repeats: each letter multiplies the ways to count it.
+const Json kNestedRepeats = {{"type", "string"}, {"pattern", "^((((a|b){0,9}){0,9}){0,9}){0,9}$"}};
+
+TEST(StructuredServer, AGrammarOverTheWorkBudgetIsA400AndTheServerServesTheNext) {
+  TestServer s("yes!");
+  for (const std::string route : {"/v1/chat/completions", "/v1/completions"}) {
+    const Json extra = {{"max_tokens", 10}, {"grammar", kSpacesDoubling}};
+    const HttpResult r =
+        s.post(route, route == "/v1/completions" ? completion_body("x", extra) : chat_body("x", extra));
+    ASSERT_EQ(r.status, 400) << route << " " << r.body;
+    const Json e = Json::parse(r.body)["error"];
+    EXPECT_EQ(e["type"], "invalid_request_error") << r.body;
+    EXPECT_EQ(e["param"], "grammar") << r.body;
+    EXPECT_EQ(e["code"], "invalid_grammar") << r.body;
+    EXPECT_NE(e["message"].get<std::string>().find("too ambiguous"), std::string::npos) << r.body;
+  }
+  const HttpResult next = s.post(
+      "/v1/chat/completions", chat_body("Yes or no?", {{"max_tokens", 10}, {"grammar", kYesNoGrammar}}));
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(chat_text(next), "yes!");
+}
+
+// Over the budget mid-answer: the request ends with an error in its API's shape, a 400 whole or an
+// error event streamed, and the engine serves the next request.
+TEST(StructuredServer, AGrammarOverTheWorkBudgetMidAnswerEndsItWithAnError) {
+  TestServer s(std::string(40, 'a'));
+  const Json chat = chat_body("a?", {{"max_tokens", 40}, {"grammar", kLettersDoubling}});
+  const HttpResult whole = s.post("/v1/chat/completions", chat);
+  ASSERT_EQ(whole.status, 400) << whole.body;
+  const Json e = Json::parse(whole.body)["error"];
+  EXPECT_EQ(e["type"], "invalid_request_error") << whole.body;
+  EXPECT_NE(e["message"].get<std::string>().find("too ambiguous"), std::string::npos) << whole.body;
+  Json streamed_chat = chat;
+  streamed_chat["stream"] = true;
+  const HttpResult streamed = s.post("/v1/chat/completions", streamed_chat);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const std::vector<std::string> events = sse_data(streamed.body);
+  ASSERT_GE(events.size(), 2u) << streamed.body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  const Json error = Json::parse(events[events.size() - 2]);
+  EXPECT_EQ(error["error"]["type"], "invalid_request_error") << streamed.body;
+
+  // Anthropic's shape: a schema whose pattern goes over the budget a few letters into the string.
+  const Json message = {{"model", "qwen3-test"},
+                        {"max_tokens", 40},
+                        {"messages", {{{"role", "user"}, {"content", "a?"}}}},
+                        {"output_format", {{"type", "json_schema"}, {"schema", kNestedRepeats}}}};
+  TestServer letters("\"" + std::string(30, 'a'));
+  const HttpResult anthropic = letters.post("/v1/messages", message);
+  ASSERT_EQ(anthropic.status, 400) << anthropic.body;
+  const Json err = Json::parse(anthropic.body);
+  EXPECT_EQ(err["type"], "error") << anthropic.body;
+  EXPECT_EQ(err["error"]["type"], "invalid_request_error") << anthropic.body;
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("too ambiguous"), std::string::npos)
+      << anthropic.body;
+  Json streamed_message = message;
+  streamed_message["stream"] = true;
+  const HttpResult anthropic_stream = letters.post("/v1/messages", streamed_message);
+  ASSERT_EQ(anthropic_stream.status, 200) << anthropic_stream.body;
+  const std::string& body = anthropic_stream.body;
+  const size_t at = body.rfind("event: error\ndata: ");
+  ASSERT_NE(at, std::string::npos) << body;
+  const Json event = Json::parse(body.substr(at + 19, body.find("\n\n", at) - at - 19));
+  EXPECT_EQ(event["error"]["type"], "invalid_request_error") << body;
+
+  // Both servers serve the next request.
+  for (TestServer* server : {&s, &letters}) {
+    const HttpResult next = server->post(
+        "/v1/chat/completions", chat_body("Yes or no?", {{"max_tokens", 10}, {"grammar", kYesNoGrammar}}));
+    ASSERT_EQ(next.status, 200) << next.body;
+    const std::string answer = chat_text(next);
+    EXPECT_TRUE(answer == "yes!" || answer == "no!") << answer;
+  }
 }
 
 // ---- Tool calls in the Llama 3 and Mistral templates' formats (Qwen3's vocabulary, where the

@@ -14,6 +14,8 @@ constexpr size_t kMaxNodes = 8'000'000;
 constexpr size_t kMaxStates = 200'000;
 }  // namespace
 
+static_assert(kMaxStates <= (size_t{1} << 18), "a state id must fit a transition's state bits");
+
 size_t Automaton::StacksHash::operator()(const std::vector<uint32_t>& v) const {
   uint64_t h = 0x9e3779b97f4a7c15ull ^ v.size();
   for (uint32_t x : v) h = (h ^ x) * 0x100000001b3ull + (h >> 29);
@@ -29,6 +31,27 @@ Automaton::Automaton(const Grammar& grammar) : sets_(grammar.byte_sets()) {
   seen_.clear();
   for (uint32_t a : starts_.at(grammar.root())) close(a, kBottom);
   start_ = intern(out_);
+}
+
+void Automaton::restart_budget() {
+  for (size_t at : charged_) transitions_[at] &= ~kCharged;
+  charged_.clear();
+  spent_ = 0;
+}
+
+void Automaton::charge(size_t at) {
+  const int32_t cost = (transitions_[at] >> kStateBits) & kCostInTable;
+  transitions_[at] |= kCharged;
+  charged_.push_back(at);
+  spend(cost == kCostInTable ? costly_.at(at) : static_cast<uint64_t>(cost));
+}
+
+void Automaton::over_budget() {
+  throw Error(ErrorKind::kInvalidInput,
+              fmt::format("the output constraint is too ambiguous: matching it at one point of "
+                          "the text takes over {} steps (its alternatives and repeats can read "
+                          "the same text in too many ways)",
+                          kWorkBudget));
 }
 
 uint32_t Automaton::node(uint32_t element, uint32_t below) {
@@ -52,6 +75,7 @@ void Automaton::close(uint32_t element, uint32_t below) {
   while (!work.empty()) {
     const Item it = work.back();
     work.pop_back();
+    spend(kItemWork);
     if (!seen_.insert((uint64_t{it.element} << 32) | it.below).second) continue;
     check(seen_.size() < kMaxNodes, ErrorKind::kInvalidInput,
           "the output constraint is too ambiguous to match");
@@ -100,15 +124,22 @@ uint32_t Automaton::intern(std::vector<uint32_t>& stacks) {
 }
 
 uint32_t Automaton::compute(uint32_t state, uint8_t byte) {
+  const uint64_t before = spent_;
   out_.clear();
   seen_.clear();
   for (uint32_t n : stacks_[state]) {
+    spend(1);
     if (n == kComplete) continue;
     const Node node = nodes_[n];
     if (sets_[elements_[node.element].value].has(byte)) close(node.element + 1, node.below);
   }
   const uint32_t next = intern(out_);
-  transitions_[static_cast<size_t>(state) * 256 + byte] = static_cast<int32_t>(next);
+  const size_t at = static_cast<size_t>(state) * 256 + byte;
+  const uint64_t cost = spent_ - before;
+  if (cost >= kCostInTable) costly_.emplace(at, cost);
+  const auto packed = static_cast<int32_t>(std::min<uint64_t>(cost, kCostInTable));
+  transitions_[at] = (packed << kStateBits) | static_cast<int32_t>(next) | kCharged;
+  charged_.push_back(at);  // its work was this operation's
   return next;
 }
 

@@ -62,9 +62,7 @@ std::string dump(const OJ& v) { return v.dump(-1, ' ', false, OJ::error_handler_
 class Compiler {
  public:
   Compiler(Grammar& g, const OJ& root, const JsonSchemaOptions& o) : g_(g), root_(root), o_(o) {
-    ByteSet space;
-    for (char c : std::string_view(" \t\n\r")) space.add(static_cast<uint8_t>(c));
-    ws_ = g_.repeat(g_.sequence({g_.bytes(space)}), 0, o_.max_whitespace);
+    ws_ = json_whitespace(g_, o_);
     char_ = json_string_char(g_);
   }
 
@@ -516,6 +514,24 @@ class Compiler {
 };
 
 }  // namespace
+
+Grammar::Rule json_whitespace(Grammar& grammar, const JsonSchemaOptions& options) {
+  ByteSet space, blank;
+  for (char c : std::string_view(" \t\n\r")) space.add(static_cast<uint8_t>(c));
+  blank.add(' ');
+  blank.add('\t');
+  const Grammar::Rule any =
+      grammar.repeat(grammar.sequence({grammar.bytes(space)}), 0, options.max_whitespace);
+  if (options.max_indent <= 0) return any;
+  const Grammar::Rule blanks = grammar.sequence({grammar.bytes(blank)});
+  const Grammar::Rule line_break =
+      grammar.choice({grammar.literal("\n"), grammar.literal("\r\n")});
+  const Grammar::Rule indented =
+      grammar.sequence({Grammar::ref(grammar.repeat(blanks, 0, options.max_whitespace)),
+                        Grammar::ref(line_break),
+                        Grammar::ref(grammar.repeat(blanks, 0, options.max_indent))});
+  return grammar.choice({any, indented});
+}
 
 Grammar::Rule add_json_schema(Grammar& grammar, const nlohmann::ordered_json& schema,
                               const nlohmann::ordered_json& root, const JsonSchemaOptions& options) {

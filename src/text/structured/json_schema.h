@@ -20,6 +20,9 @@ struct JsonSchemaOptions {
   // Whitespace allowed between tokens, at most this many characters: enough for "\n   " or ", ",
   // and a small model cannot spend its budget on it.
   int max_whitespace = 4;
+  // More than 0: also up to max_whitespace blanks, a line break and up to this many blanks of
+  // indentation (pretty-printed JSON, as models write tool calls), still bounded.
+  int max_indent = 0;
   int ref_depth = 6;        // nested $refs followed before the recursion is cut
   int any_depth = 6;        // nesting of values a schema leaves free (e.g. json_object)
 };
@@ -29,6 +32,9 @@ struct JsonSchemaOptions {
 // supported.
 Grammar compile_json_schema(const nlohmann::ordered_json& schema,
                             const JsonSchemaOptions& options = {});
+
+// The whitespace allowed between JSON tokens (options' bounds), as a new rule of `grammar`.
+Grammar::Rule json_whitespace(Grammar& grammar, const JsonSchemaOptions& options = {});
 
 // Any JSON object (response_format json_object).
 Grammar any_json_object(const JsonSchemaOptions& options = {});

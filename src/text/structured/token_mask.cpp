@@ -27,7 +27,10 @@ uint32_t TokenConstraint::advance(uint32_t state, int32_t token) {
 
 uint32_t TokenConstraint::advance(uint32_t state, std::string_view bytes) {
   std::lock_guard lock(mutex_);
-  return automaton_.walk(state, bytes);
+  automaton_.restart_budget();
+  const uint32_t next = automaton_.walk(state, bytes);
+  stats_.max_work = std::max(stats_.max_work, automaton_.spent());
+  return next;
 }
 
 bool TokenConstraint::accepts(uint32_t state) {
@@ -50,7 +53,9 @@ void TokenConstraint::mask(uint32_t state, std::span<uint32_t> words) {
     std::copy(it->second.begin(), it->second.end(), words.begin());
     return;
   }
+  automaton_.restart_budget();
   walk(state, words);
+  stats_.max_work = std::max(stats_.max_work, automaton_.spent());
   const size_t entry = words.size() * sizeof(uint32_t);
   if ((masks_.size() + 1) * entry > cache_bytes_) masks_.clear();
   if (entry <= cache_bytes_) masks_.emplace(state, std::vector<uint32_t>(words.begin(), words.end()));

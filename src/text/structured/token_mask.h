@@ -2,7 +2,9 @@
 // the automaton's states. A mask is computed by walking the vocabulary's byte trie against the
 // automaton (a prefix the grammar refuses skips its whole subtree; transitions are memoized, so a
 // walk is table lookups) and kept per state, so a state seen again costs a copy. Thread-safe: the
-// requests that share a schema share one, and each keeps its own state (Matcher).
+// requests that share a schema share one, and each keeps its own state (Matcher). A mask and an
+// advance are each an operation of the automaton's work budget (Automaton::kWorkBudget): past it
+// they throw Error(kInvalidInput), and a mask that failed so fails again, whatever was cached.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,7 @@ class TokenConstraint {
 
   struct Stats {
     uint64_t masks = 0, cache_hits = 0, walked_nodes = 0;
+    uint64_t max_work = 0;  // the most work one mask or advance took (of Automaton::kWorkBudget)
     size_t states = 0;
   };
   Stats stats();

@@ -105,8 +105,8 @@ Rule free_xml_call(Grammar& g, const std::string& name) {
                      ref(g.literal("</function>\n</tool_call>"))});
 }
 
-// What every syntax but the XML one is built of: whitespace between tokens (bounded, as in a JSON
-// schema's text) and literals.
+// What every syntax but the XML one is built of: whitespace between tokens (a JSON schema's, with
+// the options' indentation) and literals.
 struct Pieces {
   Grammar& g;
   Rule ws;
@@ -167,14 +167,21 @@ CallForm call_form(const Pieces& p, ToolCallSyntax syntax) {
   return f;
 }
 
-// {"name": NAME, KEY: ARGUMENTS}, with the form's head and tail.
-Rule json_call(const Pieces& p, const CallForm& f, const std::string& name, Rule args) {
+// A JSON call is {"name": NAME, KEY: ARGUMENTS}, with the form's head and tail. Its opening, up to
+// the name, is every tool's: one rule before the choice of tools, so that while a call opens
+// (whitespace and all) the automaton holds one way of reading it, not one per tool.
+Rule json_call_opening(const Pieces& p, const CallForm& f) {
   std::vector<Grammar::Item> items = {p.lit("{"), p.space()};
   if (f.head) items.push_back(ref(*f.head));
-  for (Grammar::Item item :
-       {p.lit("\"name\""), p.space(), p.lit(":"), p.space(), p.lit(OJ(name).dump()), p.space(),
-        p.lit(","), p.space(), ref(f.key), p.space(), p.lit(":"), p.space(), ref(args)})
+  for (Grammar::Item item : {p.lit("\"name\""), p.space(), p.lit(":"), p.space()})
     items.push_back(item);
+  return p.g.sequence(std::move(items));
+}
+
+// A JSON call from its name on: NAME, KEY: ARGUMENTS}.
+Rule json_call_rest(const Pieces& p, const CallForm& f, const std::string& name, Rule args) {
+  std::vector<Grammar::Item> items = {p.lit(OJ(name).dump()), p.space(), p.lit(","), p.space(),
+                                      ref(f.key), p.space(), p.lit(":"), p.space(), ref(args)};
   if (f.tail) items.push_back(ref(*f.tail));
   items.push_back(p.space());
   items.push_back(p.lit("}"));
@@ -188,7 +195,8 @@ bool mistral_name(const std::string& name) {
   });
 }
 
-// One tool's call; nullopt when the syntax cannot name it.
+// One tool's call (of a JSON syntax, from its name on: json_call_opening comes before); nullopt
+// when the syntax cannot name it.
 std::optional<Rule> one_call(const Pieces& p, const CallForm& f, ToolCallSyntax syntax,
                              const std::string& name, const OJ& params,
                              const JsonSchemaOptions& o) {
@@ -210,7 +218,7 @@ std::optional<Rule> one_call(const Pieces& p, const CallForm& f, ToolCallSyntax 
       return g.sequence({p.lit(name), ref(*f.call_id), p.lit("[ARGS]"), p.space(),
                          ref(arguments(g, name, params, o))});
     default:
-      return json_call(p, f, name, arguments(g, name, params, o));
+      return json_call_rest(p, f, name, arguments(g, name, params, o));
   }
 }
 
@@ -241,9 +249,7 @@ Rule around(const Pieces& p, ToolCallSyntax syntax, Rule call, bool single_call)
 Grammar tool_call_grammar(const OJ& tools, ToolCallSyntax syntax, const ToolCallOptions& options) {
   check(tools.is_array() && !tools.empty(), ErrorKind::kInvalidInput, "tool-call grammar: no tools");
   Grammar g;
-  ByteSet space;
-  for (char c : std::string_view(" \t\n\r")) space.add(static_cast<uint8_t>(c));
-  const Pieces p{g, g.repeat(g.sequence({g.bytes(space)}), 0, options.json.max_whitespace)};
+  const Pieces p{g, json_whitespace(g, options.json)};
   const CallForm form = call_form(p, syntax);
   std::vector<Rule> calls;
   for (const OJ& tool : tools) {
@@ -255,8 +261,10 @@ Grammar tool_call_grammar(const OJ& tools, ToolCallSyntax syntax, const ToolCall
   }
   check(!calls.empty(), ErrorKind::kUnsupported,
         "no tool's name can be written in a [TOOL_CALLS]NAME[ARGS] call");
-  g.set_root(
-      around(p, syntax, calls.size() == 1 ? calls[0] : g.choice(calls), options.single_call));
+  Rule call = calls.size() == 1 ? calls[0] : g.choice(calls);
+  if (syntax != ToolCallSyntax::kQwenXml && syntax != ToolCallSyntax::kMistralArgs)
+    call = g.sequence({ref(json_call_opening(p, form)), ref(call)});
+  g.set_root(around(p, syntax, call, options.single_call));
   return g;
 }
 

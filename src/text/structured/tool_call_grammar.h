@@ -34,7 +34,9 @@ struct ToolCallOptions {
   // parallel_tool_calls false: a Mistral list holds one call (in the other syntaxes a grammar is
   // one call already; the constraint ends the answer after it).
   bool single_call = false;
-  JsonSchemaOptions json;  // for the arguments
+  // The arguments' schemas, and the whitespace between a call's tokens: a call may be written
+  // pretty-printed (a line break and indentation after "{"), as models write them.
+  JsonSchemaOptions json = {.max_indent = 32};
 };
 
 // tools: the request's OpenAI tools list (each {"type": "function", "function": {"name",

@@ -132,6 +132,19 @@ TEST(JsonSchemaGrammar, WhitespaceIsBounded) {
   const Grammar g = compile_json_schema(OJ::parse(R"({"type":"array"})"));
   EXPECT_TRUE(matches(g, "[" + std::string(4, ' ') + "]"));
   EXPECT_FALSE(matches(g, "[" + std::string(9, ' ') + "]"));
+  EXPECT_FALSE(matches(g, "[\n" + std::string(8, ' ') + "1]"));
+}
+
+// With indentation (tool calls): a line break and up to max_indent blanks too, pretty-printed.
+TEST(JsonSchemaGrammar, IndentedWhitespaceTakesPrettyPrintedJsonAndIsBounded) {
+  JsonSchemaOptions indented;
+  indented.max_indent = 32;
+  const Grammar g = compile_json_schema(OJ::parse(R"({"type":"array"})"), indented);
+  EXPECT_TRUE(matches(g, "[\n  1,\n  [\n" + std::string(32, ' ') + "2\n  ]\n]\n"));
+  EXPECT_TRUE(matches(g, "[ \r\n\t\t1 ,\n" + std::string(32, '\t') + "2]"));
+  EXPECT_FALSE(matches(g, "[\n" + std::string(33, ' ') + "1]"));
+  EXPECT_FALSE(matches(g, "[" + std::string(5, ' ') + "\n1]"));
+  EXPECT_FALSE(matches(g, "[\n\n\n\n\n1]"));
 }
 
 TEST(JsonSchemaGrammar, JsonObjectIsAnyObject) {

@@ -112,7 +112,10 @@ TEST(ToolCallGrammar, Llama3CallsAreOneJsonObject) {
          {R"({"type": "function", "name": "search", "parameters": {"query": "cats"}})",
           {{"search", R"({"query":"cats"})"}}},
          {" {\n  \"name\":\"search\",\"parameters\":{\"query\":\"\"}\n}",
-          {{"search", R"({"query":""})"}}}},
+          {{"search", R"({"query":""})"}}},
+         {"{\n        \"name\": \"get_weather\",\n        \"parameters\": {\n"
+          "            \"city\": \"Paris\"\n        }\n}",
+          {kParis}}},
         {R"({"name": "get_time", "parameters": {}})",
          R"({"name": "get_weather", "parameters": {"city": "Rome"}})",
          R"({"name": "get_weather", "parameters": {}})",
