@@ -206,8 +206,11 @@ std::string ResponsesStream::fail(const ApiError& e) {
                {{"code", code},
                 {"message", e.what()},
                 {"param", e.param().empty() ? OrderedJson(nullptr) : OrderedJson(e.param())}});
+  // The response's error code, from the API's list: the server's fault, or the request's (such as
+  // an output constraint too ambiguous to follow, found mid-answer).
+  const char* failed_code = e.status() >= 500 ? "server_error" : "invalid_prompt";
   response_ = response_json(header_, settings_, "failed", output_, nullptr,
-                            {{"code", "server_error"}, {"message", e.what()}});
+                            {{"code", failed_code}, {"message", e.what()}});
   return out + event("response.failed", {{"response", response_}});
 }
 

@@ -264,6 +264,13 @@ TEST(ResponsesResponse, AStreamEndsIncompleteOrFailed) {
             OrderedJson({{"code", "server_error"}, {"message", "Generation failed: boom"}}));
   EXPECT_EQ(response["output"].size(), 1u);
   for (size_t i = 0; i < es.size(); ++i) EXPECT_EQ(es[i].data["sequence_number"], i);
+
+  // A failure that is the request's fault (a 4xx) names it so in the failed response.
+  ResponsesStream refused(kHeader, kSettings);
+  sse = refused.start();
+  sse += refused.fail(ApiError(400, "the output constraint is too ambiguous"));
+  es = events(sse);
+  EXPECT_EQ(es.back().data["response"]["error"]["code"], "invalid_prompt");
 }
 
 }  // namespace
