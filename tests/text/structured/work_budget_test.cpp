@@ -70,6 +70,20 @@ TEST(WorkBudget, AnAmbiguousGrammarsMaskFailsOnceTheBudgetIsSpent) {
   EXPECT_EQ(first_failure(fresh, 40, again), failed_at);
 }
 
+// The grammar the last stop named as holding the engine thread for 6 s over 16 letters: eight
+// nested repeats of at most 5, each "a" readable at any depth. Its masks now stop at the budget.
+TEST(WorkBudget, EightNestedBoundedRepeatsStopAtTheBudget) {
+  std::string g = "root ::= ";
+  for (int i = 0; i < 8; ++i) g += "(";
+  g += "\"a\"";
+  for (int i = 0; i < 8; ++i) g += "){0,5}";
+  TokenConstraint c(compile_gbnf(g), qwen35());
+  std::string error;
+  const int failed_at = first_failure(c, 16, error);
+  ASSERT_GE(failed_at, 0) << "16 letters of masks and advances all fit the budget";
+  EXPECT_NE(error.find("too ambiguous"), std::string::npos) << error;
+}
+
 TEST(WorkBudget, AnOperationCostsTheSameColdOrWarm) {
   Automaton a(compile_gbnf(kDoubling));
   a.restart_budget();
