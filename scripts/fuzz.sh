@@ -10,8 +10,11 @@ seconds="${1:-${STRATA_FUZZ_SECONDS:-60}}"
 build=build-fuzz
 targets=(openai_request openai_request_structured anthropic_request responses_request jinja http gbnf)
 
-cmake -S fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build "$build" -j "$(nproc)" >/dev/null
+mkdir -p "$build"
+# A build that fails says so, with its last lines (quiet otherwise).
+{ cmake -S fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ && cmake --build "$build" -j "$(nproc)"; } \
+  >"$build/build.log" 2>&1 ||
+  { tail -n 40 "$build/build.log"; echo "fuzz: the fuzz targets do not build" >&2; exit 1; }
 
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

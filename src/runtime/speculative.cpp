@@ -8,29 +8,6 @@
 
 namespace strata::runtime {
 
-const char* speculative_method_name(SpeculativeParams::Method method) {
-  switch (method) {
-    case SpeculativeParams::Method::kNgram:
-      return "ngram";
-    case SpeculativeParams::Method::kDraft:
-      return "draft";
-    case SpeculativeParams::Method::kCustom:
-      return "custom";
-    case SpeculativeParams::Method::kOff:
-      return "off";
-    case SpeculativeParams::Method::kDefault:
-      return "default";
-  }
-  return "off";
-}
-
-SpeculativeParams::Method parse_speculative_method(const std::string& name) {
-  if (name == "ngram") return SpeculativeParams::Method::kNgram;
-  if (name == "draft") return SpeculativeParams::Method::kDraft;
-  if (name == "off" || name == "none") return SpeculativeParams::Method::kOff;
-  fail(ErrorKind::kInvalidInput, "unknown speculative method '{}' (ngram, draft or off)", name);
-}
-
 void NgramDrafter::propose(std::span<const int32_t> history, int64_t max, std::vector<int32_t>& out) {
   out.clear();
   const auto n = static_cast<int64_t>(history.size());

@@ -11,28 +11,9 @@
 
 #include "model/model.h"
 #include "runtime/sequence.h"
+#include "runtime/speculative_params.h"
 
 namespace strata::runtime {
-
-// How a request may speculate (GenerationRequest::speculative, EngineOptions::speculative).
-struct SpeculativeParams {
-  // kDraft: a draft model (EngineOptions::draft_model). kCustom: the caller's own Drafter
-  // (GenerationRequest::drafter), not chosen by name.
-  enum class Method { kDefault, kOff, kNgram, kDraft, kCustom };
-  Method method = Method::kDefault;  // kDefault: the engine's; for the engine, kDefault = off
-  int64_t draft_max = 0;             // drafts per verify step; 0: the engine's (or 4)
-};
-const char* speculative_method_name(SpeculativeParams::Method method);
-// "ngram", "draft", "off" (and "none"); anything else is an invalid_input Error.
-SpeculativeParams::Method parse_speculative_method(const std::string& name);
-
-// What a request's speculation did (GenerationResult::speculative).
-struct SpeculativeStats {
-  SpeculativeParams::Method method = SpeculativeParams::Method::kOff;
-  int64_t drafted = 0;   // draft tokens verified
-  int64_t accepted = 0;  // of them, those the model picked too and the request used
-  int64_t steps = 0;     // verify steps
-};
 
 // Proposes up to `max` tokens to follow `history` (the prompt and every emitted token), into
 // `out` (cleared first). Proposing nothing is always allowed: the request then decodes plainly.

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
-#include "runtime/speculative.h"
+#include "runtime/speculative_params.h"
 
 namespace strata::server {
 
