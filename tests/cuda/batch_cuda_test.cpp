@@ -45,19 +45,7 @@ class CudaBatchExactness : public ::testing::TestWithParam<const char*> {
       // q4_narrow: 128 wide, less than a k-tile: the CUDA-core decode kernels instead.
       config = name == "q4_dense" ? test::tiny_llama_config(512, 64, 512) : test::tiny_llama_config(512, 32, 192);
     } else {
-      config = test::tiny_hybrid_config(name == "q4_moe");
-      Json& t = config["text_config"];
-      t["vocab_size"] = 512;
-      t["hidden_size"] = 256;
-      t["head_dim"] = 64;
-      t["linear_key_head_dim"] = 64;
-      t["linear_value_head_dim"] = 64;
-      if (name == "q4_moe") {
-        t["moe_intermediate_size"] = 256;
-        t["shared_expert_intermediate_size"] = 256;
-      } else {
-        t["intermediate_size"] = 512;
-      }
+      config = name == "q4_moe" ? test::tiny_hybrid_tiles_config(true, 256) : test::tiny_hybrid_tiles_config(false, 512);
     }
     checkpoints_.push_back(
         model::make_synthetic_checkpoint(config, {.bits = 4, .group_size = name == "q4_dense" ? 32 : 64}));

@@ -57,14 +57,7 @@ class CudaSpeculativeExactness : public ::testing::TestWithParam<const char*> {
     if (name == "q4_dense") {
       config = test::tiny_llama_config(512, 64, 512);
     } else {
-      config = test::tiny_hybrid_config(false);
-      Json& t = config["text_config"];
-      t["vocab_size"] = 512;
-      t["hidden_size"] = 256;
-      t["head_dim"] = 64;
-      t["linear_key_head_dim"] = 64;
-      t["linear_value_head_dim"] = 64;
-      t["intermediate_size"] = 512;
+      config = test::tiny_hybrid_tiles_config(false, 512);
     }
     checkpoints_.push_back(model::make_synthetic_checkpoint(config, {.bits = 4, .group_size = 64}));
     const model::SyntheticCheckpoint& ck = checkpoints_.back();

@@ -39,4 +39,24 @@ inline Json tiny_hybrid_config(bool moe) {
   return {{"model_type", moe ? "qwen3_5_moe" : "qwen3_5"}, {"text_config", text}};
 }
 
+// tiny_hybrid_config widened so that every matrix is whole k-tiles of the tensor-core decode kernels
+// (256 at 4 bits): hidden 256, head dims 64, a 512-token vocabulary, the FFN `intermediate` wide
+// (the routed and shared experts' width with moe).
+inline Json tiny_hybrid_tiles_config(bool moe, int64_t intermediate) {
+  Json config = tiny_hybrid_config(moe);
+  Json& t = config["text_config"];
+  t["vocab_size"] = 512;
+  t["hidden_size"] = 256;
+  t["head_dim"] = 64;
+  t["linear_key_head_dim"] = 64;
+  t["linear_value_head_dim"] = 64;
+  if (moe) {
+    t["moe_intermediate_size"] = intermediate;
+    t["shared_expert_intermediate_size"] = intermediate;
+  } else {
+    t["intermediate_size"] = intermediate;
+  }
+  return config;
+}
+
 }  // namespace strata::test

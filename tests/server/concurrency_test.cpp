@@ -11,6 +11,7 @@
 #include "../model/tiny_configs.h"
 #include "formats/safetensors.h"
 #include "model/synthetic.h"
+#include "hybrid_server_model.h"
 #include "serve_process.h"
 #include "test_server.h"
 
@@ -19,14 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A random-weight Qwen3.5 hybrid with Qwen3's vocabulary (the tokenizer the test server uses).
-std::unique_ptr<model::Model> hybrid_with_qwen3_vocab(model::SyntheticCheckpoint& keep) {
-  Json config = test::tiny_hybrid_config(false);
-  config["text_config"]["vocab_size"] = test::qwen3_tokenizer().vocab_size();
-  config["text_config"]["hidden_size"] = 64;
-  keep = model::make_synthetic_checkpoint(config, {.bits = 4, .group_size = 32});
-  return model::load_model(keep.config, formats::WeightStore::from_tensors(keep.tensors));
-}
+using test::hybrid_with_qwen3_vocab;
 
 Json request_body(int i) {
   return test::chat_body(fmt::format("Client {} asks: what comes after {}?", i, i * 37),

@@ -4,22 +4,13 @@
 // did; a bad value is a 400 naming the field.
 #include <gtest/gtest.h>
 
-#include "../model/tiny_configs.h"
-#include "formats/safetensors.h"
-#include "model/synthetic.h"
+#include "hybrid_server_model.h"
 #include "test_server.h"
 
 namespace strata {
 namespace {
 
-// A random-weight Qwen3.5 hybrid with Qwen3's vocabulary (the tokenizer the test server uses).
-std::unique_ptr<model::Model> hybrid_with_qwen3_vocab(model::SyntheticCheckpoint& keep) {
-  Json config = test::tiny_hybrid_config(false);
-  config["text_config"]["vocab_size"] = test::qwen3_tokenizer().vocab_size();
-  config["text_config"]["hidden_size"] = 64;
-  keep = model::make_synthetic_checkpoint(config, {.bits = 4, .group_size = 32});
-  return model::load_model(keep.config, formats::WeightStore::from_tensors(keep.tensors));
-}
+using test::hybrid_with_qwen3_vocab;
 
 class ServerSpeculative : public ::testing::Test {
  protected:
