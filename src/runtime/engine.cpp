@@ -86,6 +86,7 @@ struct Engine::SlotTools {
   backend::Buffer verify_logits;  // [rows, vocab]
   backend::Buffer verify_picks;   // I32 [rows]
   std::vector<int32_t> verify_host_picks;
+  std::vector<float> verify_host_logits;  // [rows, vocab]: a GPU's rows, for picks on the host
 };
 
 struct Engine::Active {
@@ -107,7 +108,7 @@ struct Engine::Active {
   bool done = false;
   bool swapped = false;  // preempted: its KV rows wait in host memory (StatePool::swap_out)
   std::vector<int32_t> feed;      // tokens to run through the model before the next pick
-  std::mt19937_64 random_before;  // the sampler's stream before a pick run ahead
+  std::mt19937_64 random_before;  // the sampler's stream before a pick run ahead or a verify's draws
   std::vector<float> logprobs;    // log-softmax of the last host logits (when asked for)
   TokenLogprob logprob;
   Clock::time_point started, decode_started;
@@ -118,6 +119,9 @@ struct Engine::Active {
   std::unique_ptr<Drafter> own_drafter;
   Drafter* drafter = nullptr;
   int64_t draft_max = 0;
+  std::optional<DraftLength> length;  // adaptive: how many of them the next verify step takes
+  bool may_run_ahead_plain = false;   // may_run_ahead, for its plain steps
+  bool verify_on_device = false;  // its verify rows' picks run where the logits lie
   std::vector<int32_t> drafts, verify;
 
   Cuts cuts;  // where its prefill cuts its prompt
@@ -399,17 +403,20 @@ void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, CacheTi
     r.may_run_ahead = r.pick_on_device && run_ahead && !r.sampler->edits_logits() &&
                       request.constraint == nullptr &&
                       (request.controller == nullptr || r.seq->truncatable());
-    // Speculation checks drafts with greedy picks of every verify row; a pick that needs the
-    // history (penalties, bias) or a mask per token, or a sampled one (rejection sampling is not
-    // here yet), decodes plainly. It does not run ahead: the next step depends on how many
-    // drafts the host accepts.
+    // Speculation picks every verify row as plain decoding picks at its position: greedy, or a
+    // draw that takes the next number of the request's random stream, after the edits and mask of
+    // that position (the history and the constraint then include the drafts before it, accepted
+    // by then). A draft is accepted when the pick equals it. For drafts proposed as single tokens
+    // this is speculative rejection sampling (Leviathan et al. 2023) with q the draft's point
+    // mass: accepted with probability p(draft), else a draw from p without it; and the draws are
+    // those plain decoding makes, so even seeded sampling yields plain decoding's tokens. It does
+    // not run ahead: the next step depends on how many drafts the host accepts.
     using Method = SpeculativeParams::Method;
     Method method = request.speculative.method == Method::kDefault ? options_.speculative.method
                                                                    : request.speculative.method;
     if (method == Method::kDefault) method = Method::kOff;
     const int64_t rows = model_->max_verify_tokens();
-    if ((method != Method::kOff || request.drafter != nullptr) && request.sampling.temperature <= 0.0f &&
-        !r.sampler->edits_logits() && request.constraint == nullptr && rows >= 2) {
+    if ((method != Method::kOff || request.drafter != nullptr) && rows >= 2) {
       const int64_t asked = request.speculative.draft_max > 0 ? request.speculative.draft_max
                                                               : options_.speculative.draft_max;
       r.draft_max = std::min(asked > 0 ? asked : 4, rows - 1);
@@ -423,7 +430,12 @@ void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, CacheTi
         r.drafter = r.own_drafter.get();
       }
       r.result.speculative.method = request.drafter != nullptr ? Method::kCustom : method;
+      if (options_.speculative_adaptive) r.length.emplace(r.draft_max);
+      r.may_run_ahead_plain = r.may_run_ahead;
       r.may_run_ahead = false;
+      // Greedy picks and plain draws run where the logits lie; edits and masks that follow the
+      // drafts row by row run on the host.
+      r.verify_on_device = r.pick_on_device && !r.sampler->edits_logits() && request.constraint == nullptr;
       r.drafts.reserve(static_cast<size_t>(r.draft_max));
       r.verify.reserve(static_cast<size_t>(r.draft_max + 1));
       SlotTools& t = *r.tools;
@@ -434,6 +446,8 @@ void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, CacheTi
         t.verify_picks = backend::Buffer(model_->device(), DType::kI32, {rows});
         t.verify_host_picks.resize(static_cast<size_t>(rows));
       }
+      if (!r.verify_on_device && on_device && t.verify_host_logits.empty())
+        t.verify_host_logits.resize(static_cast<size_t>(rows * model_->config().vocab_size));
     }
   } catch (...) {
     fail(r, std::current_exception());
@@ -456,9 +470,15 @@ void Engine::step() {
     cache_.wait_for_disk(std::chrono::milliseconds(50));  // nothing else to run meanwhile
     publish();
   }
-  if (running_.empty()) return;
+  if (running_.empty()) {
+    lone_tokens_ = 0;  // (an idle engine's next step is no measure of the last one)
+    return;
+  }
   ++stats_.steps;
   stats_.step_requests += running_.size();
+  const uint64_t tokens_before = stats_.step_tokens;
+  step_requests_ = 0;
+  step_prefilled_ = false;
 
   auto guarded = [&](Active& a, auto&& phase) {
     if (a.done) return;
@@ -473,6 +493,9 @@ void Engine::step() {
     guarded(*a, [&](Active& r) {
       if (r.pick_pending) read_pick(r);
     });
+  const Clock::time_point read = Clock::now();
+  if (lone_tokens_ > 0) step_costs_.add(lone_tokens_, seconds_between(last_read_, read));
+  last_read_ = read;
   // Decodes count against the step's budget; prompts take whole chunks in arrival order, and the
   // first always runs, so every prompt is cut into the same chunks whatever the load.
   int64_t budget = options_.step_tokens;
@@ -487,9 +510,11 @@ void Engine::step() {
       if (!room(r, n)) return;
       first = false;
       budget -= n;
+      step_prefilled_ = true;
       prefill(r);
     });
   std::erase_if(running_, [](const std::unique_ptr<Active>& a) { return a->done; });
+  lone_tokens_ = step_requests_ == 1 && !step_prefilled_ ? static_cast<int64_t>(stats_.step_tokens - tokens_before) : 0;
   publish();
 }
 
@@ -509,8 +534,18 @@ void Engine::yield_background() {
 
 bool Engine::may_run_ahead_now(const Active& a) const {
   // Not for the budget's last token: its step would never be used.
-  return !a.done && !a.swapped && a.pick_pending && a.may_run_ahead && !a.work->cancelled() &&
-         static_cast<int64_t>(a.result.tokens.size()) + 1 < a.budget;
+  return !a.done && !a.swapped && a.pick_pending && (a.may_run_ahead || (a.may_run_ahead_plain && plain_next(a))) &&
+         !a.work->cancelled() && static_cast<int64_t>(a.result.tokens.size()) + 1 < a.budget;
+}
+
+int64_t Engine::decoding_now() const {
+  return std::count_if(running_.begin(), running_.end(), [](const std::unique_ptr<Active>& a) {
+    return !a->done && !a->swapped && a->prefilled == a->prompt_len();
+  });
+}
+
+bool Engine::plain_next(const Active& a) const {
+  return a.draft_max == 0 || (a.length && a.length->choose(step_costs_, decoding_now() - 1) == 0);
 }
 
 void Engine::run_ahead_all() {
@@ -524,8 +559,11 @@ void Engine::run_ahead_all() {
     }
   if (batch_.empty()) return;
   if (!decode_batch()) return;
-  for (Active* a : batch_)
+  step_requests_ += static_cast<int64_t>(batch_.size());
+  for (Active* a : batch_) {
     if (a->request().controller) a->random_before = a->sampler->random_state();
+    if (a->length) a->length->plain_step();
+  }
   queue_picks(batch_, /*ahead=*/true);
   for (Active* a : batch_) a->ahead = !a->done;
 }
@@ -533,21 +571,25 @@ void Engine::run_ahead_all() {
 void Engine::feed_all(int64_t& budget) {
   batch_.clear();
   entries_.clear();
+  const int64_t others = decoding_now() - 1;  // beside a request that speculates
   for (auto& a : running_) {
     Active& r = *a;
     if (r.done || r.swapped || r.prefilled < r.prompt_len() || r.pick_pending) continue;
     if (r.feed.size() == 1 && r.draft_max > 0) {
       bool verified = false;
       try {
-        verified = verify(r, budget);
+        verified = verify(r, budget, others);
       } catch (...) {
         fail(r, std::current_exception());
         continue;
       }
+      if (verified) ++step_requests_;
       if (verified || r.done || r.swapped) continue;
+      if (r.length) r.length->plain_step();
     }
     if (!room(r, static_cast<int64_t>(r.feed.size()))) continue;
     budget -= static_cast<int64_t>(r.feed.size());
+    ++step_requests_;
     if (r.feed.size() == 1) {
       batch_.push_back(&r);
       entries_.push_back(DecodeEntry{r.seq, r.feed.front(), Tensor{}, r.tools->logits.view()});
@@ -673,12 +715,12 @@ bool Engine::apply(Active& a, int32_t token, const ControlDecision& decision) {
   return decision.keep && decision.inject.empty();
 }
 
-bool Engine::verify(Active& a, int64_t& budget) {
+bool Engine::verify(Active& a, int64_t& budget, int64_t others) {
   // Drafts that fit the request's budget (the verify step's last pick is always one the plain loop
-  // makes too) and its context.
+  // makes too) and its context, as many as pay.
   const int64_t left = a.budget - static_cast<int64_t>(a.result.tokens.size()) - 1;
   const int64_t room_left = a.seq->capacity() - a.seq->n_tokens() - 1;
-  const int64_t most = std::min({a.draft_max, left, room_left});
+  const int64_t most = std::min({a.length ? a.length->choose(step_costs_, others) : a.draft_max, left, room_left});
   if (most <= 0) return false;
   a.drafter->propose(a.history, most, a.drafts);
   if (a.drafts.empty()) return false;
@@ -697,7 +739,17 @@ bool Engine::verify(Active& a, int64_t& budget) {
   SlotTools& t = *a.tools;
   const Tensor logits = t.verify_logits.view().rows(0, T);
   t.verify_slots->forward(*model_, *a.seq, a.verify, logits);
-  if (a.pick_on_device) backend::argmax(logits, t.verify_picks.view().rows(0, T));
+  if (a.verify_on_device) {
+    if (a.request().sampling.temperature > 0.0f) {
+      // Each row takes the stream's next number; read_verify takes back those of unused rows.
+      a.random_before = a.sampler->random_state();
+      for (int64_t i = 0; i < T; ++i)
+        backend::sample_row(logits.rows(i, i + 1).reshaped({V}), a.sampler->device_draw(),
+                            t.verify_picks.view().rows(i, i + 1));
+    } else {
+      backend::argmax(logits, t.verify_picks.view().rows(0, T));
+    }
+  }
   stats_.step_tokens += static_cast<uint64_t>(T);
   ++stats_.verify_steps;
   stats_.drafted_tokens += static_cast<uint64_t>(T - 1);
@@ -712,35 +764,52 @@ void Engine::read_verify(Active& a) {
   const auto T = static_cast<int64_t>(a.verify.size());
   const auto V = static_cast<size_t>(model_->config().vocab_size);
   a.pick_pending = false;
-  if (a.pick_on_device) backend::copy_to_host(t.verify_picks.view().rows(0, T), t.verify_host_picks.data());
+  float* host_rows = nullptr;  // [T, V]: the rows on the host, where the host picks
+  if (a.verify_on_device) {
+    backend::copy_to_host(t.verify_picks.view().rows(0, T), t.verify_host_picks.data());
+  } else if (model_->device() == Device::kCpu) {
+    host_rows = t.verify_logits.as<float>();
+  } else {
+    backend::copy_to_host(t.verify_logits.view().rows(0, T), t.verify_host_logits.data());
+    host_rows = t.verify_host_logits.data();
+  }
   // Row i's pick is the token plain decoding picks after the verified tokens before it; it is
   // handled exactly as that step's pick would be, and the rows after it count only while it is
   // the draft the next row was fed and the request goes on with it unchanged.
   int64_t used = 0;
+  int64_t accepted = 0;   // drafts picked
+  bool refused = false;  // a draft the model did not pick
   for (int64_t i = 0; i < T; ++i) {
     int32_t token = 0;
-    if (a.pick_on_device) {
+    if (a.verify_on_device) {
       token = t.verify_host_picks[static_cast<size_t>(i)];
-    } else {  // as host_pick: the row on the host, its logprobs, the sampler's greedy pick
-      std::span<float> row;
-      if (model_->device() == Device::kCpu) {
-        row = std::span<float>(t.verify_logits.as<float>() + static_cast<size_t>(i) * V, V);
-      } else {
-        backend::copy(t.verify_logits.view().rows(i, i + 1).reshaped({static_cast<int64_t>(V)}), logits_.view());
-        row = std::span<float>(logits_.as<float>(), V);
-      }
+      check(token >= 0, ErrorKind::kInvalidInput, "every token was masked out");  // as await_pick
+    } else {  // as host_pick: the row's logprobs, its mask, the sampler's pick
+      std::span<float> row(host_rows + static_cast<size_t>(i) * V, V);
       if (a.want_logprobs) log_softmax(row, a.logprobs);
+      mask_on_host(a, row);
       token = a.sampler->sample(row, a.history);
     }
     used = i + 1;
     std::optional<ControlDecision> decision = decide(a, token);
     if (!decision) break;
     const bool plain = apply(a, token, *decision);
-    if (!plain || i + 1 == T || token != a.verify[static_cast<size_t>(i + 1)]) break;
+    if (!plain || i + 1 == T) break;
+    if (token != a.verify[static_cast<size_t>(i + 1)]) {
+      refused = true;
+      break;
+    }
+    ++accepted;
     ++a.result.speculative.accepted;
     ++stats_.accepted_tokens;
   }
+  if (a.length) a.length->verified(accepted, refused);
   a.verify.clear();
+  if (a.verify_on_device && a.request().sampling.temperature > 0.0f) {
+    // The stream as plain decoding leaves it: one number for each row whose pick was used.
+    a.sampler->restore_random_state(a.random_before);
+    for (int64_t i = 0; i < used; ++i) (void)a.sampler->device_draw();
+  }
   if (a.done) return;  // its slot is free already
   // The state keeps the tokens whose picks were used: the fed token and the accepted drafts.
   t.verify_slots->keep(*a.seq, used);
@@ -905,14 +974,18 @@ int32_t Engine::host_pick(Active& a) {
     backend::copy(a.tools->logits.view(), logits_.view());
   }
   if (a.want_logprobs) log_softmax(logits, a.logprobs);  // before the sampler edits the logits
-  if (OutputConstraint* c = a.request().constraint) {
-    std::vector<uint32_t>& words = a.tools->mask_words;
-    words.resize(static_cast<size_t>((V + 31) / 32));
-    if (c->allowed(words))
-      for (size_t i = 0; i < V; ++i)
-        if (!((words[i >> 5] >> (i & 31)) & 1u)) logits[i] = -std::numeric_limits<float>::infinity();
-  }
+  mask_on_host(a, logits);
   return a.sampler->sample(logits, a.history);
+}
+
+void Engine::mask_on_host(Active& a, std::span<float> logits) {
+  OutputConstraint* c = a.request().constraint;
+  if (c == nullptr) return;
+  std::vector<uint32_t>& words = a.tools->mask_words;
+  words.resize((logits.size() + 31) / 32);
+  if (c->allowed(words))
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (!((words[i >> 5] >> (i & 31)) & 1u)) logits[i] = -std::numeric_limits<float>::infinity();
 }
 
 void Engine::mask_on_device(Active& a, const Tensor& logits) {

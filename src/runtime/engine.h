@@ -68,6 +68,10 @@ struct EngineOptions {
   // Speculative decoding for greedy requests that do not choose for themselves (method kDefault
   // here: off), and the drafts per verify step (0: 4; at most what the model verifies at once).
   SpeculativeParams speculative = {};
+  // Each verify step's drafts follow the request's running acceptance and the measured cost of
+  // each verify length (runtime::DraftLength), down to none while drafts do not pay; false: every
+  // step verifies as many drafts as the drafter proposes, up to the request's maximum.
+  bool speculative_adaptive = true;
   // The draft model of method kDraft (its vocabulary the model's), shared by the requests: each
   // drafts on a state of its own (runtime::ModelDrafter). Empty: kDraft is refused.
   std::shared_ptr<model::Model> draft_model = {};
@@ -144,9 +148,10 @@ struct GenerationRequest {
   // it runs when nothing else waits, and is cancelled as soon as another request arrives.
   bool background = false;
   // Speculative decoding (runtime/speculative.h): the method (kDefault: the engine's) and drafts
-  // per verify step (0: the engine's). Only greedy requests (temperature 0) without penalties,
-  // logit bias or an output constraint speculate; the others, and models that cannot verify
-  // (Model::max_verify_tokens), decode plainly. Either way the tokens are those of plain decoding.
+  // per verify step (0: the engine's). Every row of a verify step is picked as plain decoding
+  // picks at its position (sampling parameters, penalties, logit bias, constraint; sampled picks
+  // take the request's random stream in the same order), so the tokens are those of plain
+  // decoding, greedy or seeded. Models that cannot verify (Model::max_verify_tokens) decode plainly.
   SpeculativeParams speculative;
   Drafter* drafter = nullptr;  // optional, not owned: proposes instead of the method's drafter
 };
@@ -267,8 +272,12 @@ class Engine {
   bool apply(Active& a, int32_t token, const ControlDecision& decision);
   // Speculation: a verify step of a's token and its drafts (false: no drafts, decode plainly),
   // and the reading of its picks, row by row, as plain decoding would read them one step at a time.
-  bool verify(Active& a, int64_t& budget);
+  bool verify(Active& a, int64_t& budget, int64_t others);  // others: requests decoding beside it
   void read_verify(Active& a);
+  // Requests that decode in this step (prefilled, running), and whether a speculating one decodes
+  // plainly next (its DraftLength says no drafts, or it has no maximum): then it may run ahead.
+  int64_t decoding_now() const;
+  bool plain_next(const Active& a) const;
   void feed_all(int64_t& budget);  // phase 3's decodes
   bool decode_batch();             // entries_ as batched steps; false (batch_ failed) on an error
   void prefill(Active& a);
@@ -285,6 +294,7 @@ class Engine {
   void queue_picks(std::span<Active* const> batch, bool ahead);
   int32_t await_pick(Active& a, int s);
   int32_t host_pick(Active& a);
+  void mask_on_host(Active& a, std::span<float> logits);  // the request's OutputConstraint
   void edit_on_device(Active& a, const Tensor& logits);
   void mask_on_device(Active& a, const Tensor& logits);  // the request's OutputConstraint
   void finish(Active& a);
@@ -301,6 +311,13 @@ class Engine {
   std::vector<Active*> batch_;
   std::vector<DecodeEntry> entries_;
   std::vector<model::DecodeItem> items_;
+  // What verify steps cost (a step of one sequence alone, timed from one step's picks to the
+  // next's): the step being queued ran one request's `lone_tokens_` tokens and nothing else (0: it
+  // ran more, or a prompt); its time is known when the next step has read its picks.
+  StepCosts step_costs_;
+  int64_t lone_tokens_ = 0, step_requests_ = 0;
+  bool step_prefilled_ = false;
+  std::chrono::steady_clock::time_point last_read_;
   std::vector<Active*> greedy_;  // queue_picks' rows picked together, with their logits and tokens
   std::vector<Tensor> greedy_logits_, greedy_tokens_;
   std::deque<std::shared_ptr<Work>> waiting_;

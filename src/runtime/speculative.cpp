@@ -53,6 +53,57 @@ void ModelDrafter::propose(std::span<const int32_t> history, int64_t max, std::v
   }
 }
 
+void StepCosts::add(int64_t tokens, double seconds) {
+  if (tokens < 1 || !(seconds > 0.0)) return;
+  if (seconds_.size() <= static_cast<size_t>(tokens)) seconds_.resize(static_cast<size_t>(tokens) + 1, 0.0);
+  double& s = seconds_[static_cast<size_t>(tokens)];
+  // A step that waited for something else (the host busy, a page fault) counts as at most 3 steps.
+  s = s == 0.0 ? seconds : 0.9 * s + 0.1 * std::min(seconds, 3.0 * s);
+}
+
+double StepCosts::ratio(int64_t tokens) const {
+  auto at = [&](int64_t t) { return t < static_cast<int64_t>(seconds_.size()) ? seconds_[static_cast<size_t>(t)] : 0.0; };
+  const double plain = at(1);
+  if (tokens <= 1 || plain == 0.0) return 1.0 + 0.05 * static_cast<double>(tokens - 1);
+  if (at(tokens) > 0.0) return at(tokens) / plain;
+  int64_t below = 1, above = 0;
+  for (int64_t t = 2; t < static_cast<int64_t>(seconds_.size()); ++t)
+    if (at(t) > 0.0) {
+      if (t < tokens) below = t;
+      if (t > tokens && above == 0) above = t;
+    }
+  const double low = at(below) / plain;
+  if (above > 0) {
+    const double high = at(above) / plain;
+    return low + (high - low) * static_cast<double>(tokens - below) / static_cast<double>(above - below);
+  }
+  const double slope = below > 1 ? (low - 1.0) / static_cast<double>(below - 1) : 0.05;
+  return low + slope * static_cast<double>(tokens - below);
+}
+
+int64_t DraftLength::choose(const StepCosts& costs, int64_t others) const {
+  const double a = acceptance(), n = static_cast<double>(std::max<int64_t>(others, 0));
+  int64_t best = 0;
+  double best_rate = n + 1.0, tokens = 1.0, power = 1.0;  // plain: n + 1 tokens in one step's time
+  for (int64_t k = 1; k <= max_; ++k) {
+    power *= a;
+    tokens += power;
+    const double rate = (n + tokens) / ((others > 0 ? 1.0 : 0.0) + costs.ratio(k + 1));
+    if (rate > best_rate * (best == 0 ? kMargin : 1.0)) best = k, best_rate = rate;
+  }
+  return best;
+}
+
+void DraftLength::verified(int64_t accepted, bool refused) {
+  accepted_ = kDecay * accepted_ + static_cast<double>(accepted);
+  decided_ = kDecay * decided_ + static_cast<double>(accepted + (refused ? 1 : 0));
+}
+
+void DraftLength::plain_step() {
+  accepted_ *= kAge;
+  decided_ *= kAge;
+}
+
 VerifySlots::VerifySlots(const Sequence& seq, int64_t max_tokens) {
   bool recurrent = false;
   for (const model::StateBuffer& b : seq.state().buffers) recurrent = recurrent || !b.token_indexed;

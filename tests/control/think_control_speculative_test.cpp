@@ -44,6 +44,7 @@ TEST(ThinkControlSpeculative, ABudgetClosesTheReasoningAtThePlainToken) {
   o.prefill_chunk = 16;
   runtime::Engine plain(model::load_model(dir + "strata-demo"), o);
   o.draft_model = model::load_model(dir + "strata-demo-draft");
+  o.speculative_adaptive = false;  // every step drafts
   runtime::Engine spec(model::load_model(dir + "strata-demo"), o);
   ThinkSettings s;
   s.starts_in_reasoning = true;

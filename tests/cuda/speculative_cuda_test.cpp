@@ -44,6 +44,7 @@ class CudaSpeculativeExactness : public ::testing::TestWithParam<const char*> {
     o.context_size = 400;
     o.prefill_chunk = 64;
     o.parallel = 2;
+    o.speculative_adaptive = false;  // every step drafts what the drafter proposes
     if (speculate) o.speculative = {SpeculativeParams::Method::kNgram, 7};
     return o;
   }
@@ -133,6 +134,7 @@ TEST(CudaModelDrafter, StrataDemoDraftGivesThePlainTokens) {
   Engine plain(model::load_model(dir + "strata-demo", lo), o);
   o.draft_model = model::load_model(dir + "strata-demo-draft", lo);
   o.speculative = {SpeculativeParams::Method::kDraft, 4};
+  o.speculative_adaptive = false;
   Engine spec(model::load_model(dir + "strata-demo", lo), o);
   const Json goldens = read_json_file(test::test_fixture("demo/strata-demo.json"));
   int64_t accepted = 0;

@@ -6,10 +6,16 @@
 // picks on the host or the device. Below the engine: a verify step's rows are bit for bit the
 // logits of one-token steps, and keeping any prefix of its tokens leaves the state of having run
 // just those.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
+#include <numeric>
 #include <deque>
 #include <memory>
 #include <string>
@@ -64,6 +70,7 @@ TEST(ModelDrafter, StrataDemoDraftGivesThePlainTokens) {
   Engine plain(model::load_model(dir + "strata-demo"), o);
   o.draft_model = model::load_model(dir + "strata-demo-draft");
   o.speculative = {SpeculativeParams::Method::kDraft, 4};
+  o.speculative_adaptive = false;
   Engine spec(model::load_model(dir + "strata-demo"), o);
   const Json goldens = read_json_file(test::test_fixture("demo/strata-demo.json"));
   int64_t drafted = 0, accepted = 0;
@@ -123,6 +130,7 @@ class SpeculativeExactness : public ::testing::TestWithParam<Case> {
     o.kv_block_tokens = 8;  // and verify steps cross blocks
     o.parallel = parallel;
     o.run_ahead = GetParam().run_ahead;
+    o.speculative_adaptive = false;  // every step drafts what the drafter proposes
     if (speculate) o.speculative = {SpeculativeParams::Method::kNgram, 4};
     return o;
   }
@@ -147,7 +155,7 @@ class SpeculativeExactness : public ::testing::TestWithParam<Case> {
     GenerationRequest r;
     r.prompt = prompt(vocab, salt);
     r.max_tokens = 40;
-    r.sampling.temperature = 0.0f;  // greedy: what speculates
+    r.sampling.temperature = 0.0f;
     r.top_logprobs = 2;
     return r;
   }
@@ -259,10 +267,12 @@ TEST_P(SpeculativeExactness, ManyRequestsTogetherEachGetTheirPlainTokens) {
   for (int i = 0; i < 6; ++i) {
     GenerationRequest r = request(V, i);
     r.max_tokens = 12 + 5 * i;
-    if (i == 4) {  // a sampled request decodes plainly beside the speculating ones
+    if (i == 4) {  // a sampled one with penalties speculates beside the greedy ones
       r.sampling.temperature = 0.8f;
       r.sampling.seed = 7;
+      r.sampling.presence_penalty = 0.4f;
     }
+    if (i == 5) r.speculative.method = SpeculativeParams::Method::kOff;  // and one decodes plainly
     want.push_back(test::run_alone(plain, r));
     works.push_back(test::recorder_for(r));
     spec.add(works.back());
@@ -273,8 +283,319 @@ TEST_P(SpeculativeExactness, ManyRequestsTogetherEachGetTheirPlainTokens) {
     EXPECT_EQ(works[i]->result->tokens, want[i].tokens) << "request " << i;
     test::expect_same_logprobs(works[i]->logprobs, want[i].logprobs, "request " + std::to_string(i));
   }
-  EXPECT_EQ(works[4]->result->speculative.method, SpeculativeParams::Method::kOff);
+  EXPECT_EQ(works[4]->result->speculative.method, SpeculativeParams::Method::kNgram);
+  EXPECT_EQ(works[5]->result->speculative.method, SpeculativeParams::Method::kOff);
   EXPECT_GT(spec.stats().verify_steps, 0u);
+}
+
+// Allows, after each emitted token t, only the ids congruent to t + 1 modulo 3 (and anything
+// first): a mask that changes with every token, as a grammar's does.
+class ModThree final : public runtime::OutputConstraint {
+ public:
+  bool allowed(std::span<uint32_t> words) override {
+    if (last_ < 0) return false;
+    std::fill(words.begin(), words.end(), 0u);
+    for (size_t id = 0; id < words.size() * 32; ++id)
+      if (static_cast<int32_t>(id % 3) == (last_ + 1) % 3) words[id >> 5] |= 1u << (id & 31);
+    return true;
+  }
+  void on_emitted(int32_t token) override { last_ = token; }
+
+ private:
+  int32_t last_ = -1;
+};
+
+// Sampled picks (seeded), penalties, a logit bias and a constraint whose mask follows the drafts:
+// each verify row is picked as plain decoding picks at its position, taking the random stream's
+// numbers in the same order, so the tokens and logprobs are plain decoding's; drafts that are the
+// plain tokens are all accepted, shifted ones never.
+TEST_P(SpeculativeExactness, SampledAndEditedPicksGiveThePlainTokens) {
+  Engine plain(load(), options(false));
+  Engine spec(load(), options(true));
+  const int64_t V = plain.model().config().vocab_size;
+  for (int kind = 0; kind < 4; ++kind) {
+    GenerationRequest r = request(V, kind);
+    if (kind != 2) {
+      r.sampling.temperature = kind == 3 ? 1.3f : 0.8f;
+      r.sampling.top_p = 0.9f;
+      r.sampling.seed = 11 + static_cast<uint64_t>(kind);
+    }
+    if (kind >= 1) {
+      r.sampling.repetition_penalty = 1.2f;
+      r.sampling.presence_penalty = 0.3f;
+      r.sampling.logit_bias = {{static_cast<int32_t>(r.prompt[3]), 1.5f}};
+    }
+    const std::string what = fmt::format("kind {}", kind);
+    ModThree plain_mask, ngram_mask, right_mask, wrong_mask;
+    if (kind >= 2) r.constraint = &plain_mask;
+    const test::Outcome want = test::run_alone(plain, r);
+    if (kind >= 2) r.constraint = &ngram_mask;
+    const auto ngram = test::run_to_end(spec, r);
+    ASSERT_TRUE(ngram->result) << what << ": " << ngram->error;
+    EXPECT_EQ(ngram->result->tokens, want.tokens) << what;
+    test::expect_same_logprobs(ngram->logprobs, want.logprobs, what);
+    for (int32_t shift : {0, 1}) {
+      ScriptDrafter script(r.prompt.size(), want.tokens, shift, V);
+      GenerationRequest s = r;
+      s.drafter = &script;
+      if (kind >= 2) s.constraint = shift == 0 ? &right_mask : &wrong_mask;
+      const auto got = test::run_to_end(spec, s);
+      ASSERT_TRUE(got->result) << what << ": " << got->error;
+      EXPECT_EQ(got->result->tokens, want.tokens) << what << ", shift " << shift;
+      test::expect_same_logprobs(got->logprobs, want.logprobs, what);
+      const runtime::SpeculativeStats& st = got->result->speculative;
+      EXPECT_GT(st.drafted, 0) << what;
+      EXPECT_EQ(st.accepted, shift == 0 ? st.drafted : 0) << what << ", shift " << shift;
+    }
+  }
+}
+
+// The sampler's distribution of a logits row at this temperature and top_p: softmax of the logits
+// over the temperature, cut to the fewest most likely tokens whose total reaches top_p.
+std::vector<double> target_distribution(const float* logits, int64_t V, double temperature, double top_p) {
+  std::vector<double> p(static_cast<size_t>(V));
+  const double top = *std::max_element(logits, logits + V);
+  double total = 0.0;
+  for (int64_t i = 0; i < V; ++i) total += p[static_cast<size_t>(i)] = std::exp((logits[i] - top) / temperature);
+  std::vector<int64_t> order(static_cast<size_t>(V));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)]; });
+  double kept = 0.0;
+  size_t n = 0;
+  while (n < order.size() && kept < top_p * total) kept += p[static_cast<size_t>(order[n++])];
+  for (size_t i = n; i < order.size(); ++i) p[static_cast<size_t>(order[i])] = 0.0;
+  for (double& x : p) x /= kept;
+  return p;
+}
+
+// Pearson's statistic of counts against a distribution, cells expecting fewer than 5 draws merged
+// into one, and the value it stays under with probability 1 - 1e-4 if the counts follow it
+// (Wilson-Hilferty). A draw outside the distribution's support fails at once (infinite statistic).
+struct ChiSquare {
+  double statistic = 0.0, critical = 0.0;
+};
+ChiSquare chi_square(const std::vector<int64_t>& counts, const std::vector<double>& p) {
+  int64_t n = 0;
+  for (int64_t c : counts) n += c;
+  ChiSquare out;
+  double merged_expected = 0.0;
+  int64_t merged_count = 0, cells = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double e = p[i] * static_cast<double>(n);
+    if (p[i] == 0.0 && counts[i] > 0) out.statistic = std::numeric_limits<double>::infinity();
+    if (e < 5.0) {
+      merged_expected += e, merged_count += counts[i];
+      continue;
+    }
+    const double d = static_cast<double>(counts[i]) - e;
+    out.statistic += d * d / e;
+    ++cells;
+  }
+  if (merged_expected > 0.0) {
+    const double d = static_cast<double>(merged_count) - merged_expected;
+    out.statistic += d * d / std::max(merged_expected, 1e-9);
+    ++cells;
+  }
+  const double df = static_cast<double>(std::max<int64_t>(cells - 1, 1));
+  const double z = 3.719;  // the standard normal's 1 - 1e-4 quantile
+  const double a = 2.0 / (9.0 * df);
+  out.critical = df * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+  return out;
+}
+
+// Emits `token` instead of the request's first pick, so that every request reaches its verify
+// step after the same tokens.
+class FirstToken final : public runtime::TokenController {
+ public:
+  explicit FirstToken(int32_t token) : token_(token) {}
+  runtime::ControlDecision on_sampled(int32_t) override {
+    runtime::ControlDecision d;
+    if (!replaced_) d.keep = false, d.inject = {token_}, replaced_ = true;
+    return d;
+  }
+
+ private:
+  int32_t token_;
+  bool replaced_ = false;
+};
+
+// Drafts `draft` after the history `after` (and nothing anywhere else).
+class OneDraft final : public runtime::Drafter {
+ public:
+  OneDraft(std::vector<int32_t> after, int32_t draft) : after_(std::move(after)), draft_(draft) {}
+  void propose(std::span<const int32_t> history, int64_t max, std::vector<int32_t>& out) override {
+    out.clear();
+    if (max > 0 && std::equal(history.begin(), history.end(), after_.begin(), after_.end())) out.push_back(draft_);
+  }
+
+ private:
+  std::vector<int32_t> after_;
+  int32_t draft_;
+};
+
+// Sampled speculation keeps the model's distribution: 34,000 seeded requests per setting each
+// reach a verify step of [m, d] after the same prompt and first token m, where d is the likeliest
+// next token. Row 0's pick (d accepted, or another token) follows p(. | prompt, m), and row 1's, in
+// the requests that accepted d, follows p(. | prompt, m, d), each after temperature and top_p
+// (chi-square at 1e-4). The statistic is shown to catch a wrong temperature.
+TEST(SampledSpeculation, EveryVerifyRowDrawsFromTheModelsDistribution) {
+  // One compute thread: a tiny model's steps are too short to share, and a busy machine (ctest
+  // runs suites side by side) makes threads that spin for each other slow them a hundredfold.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  EngineOptions o;
+  o.context_size = 32;
+  o.parallel = 16;
+  o.prefix_cache = false;
+  o.speculative_adaptive = false;  // (16 requests at once: adaptation would turn speculation off)
+  Engine engine(model::load_model(test::test_fixture("models/llama")), o);
+  model::Model& m = engine.model();
+  const int64_t V = m.config().vocab_size;
+  const std::vector<int32_t> prompt = {5, 17, 42, 7};
+  auto logits_after = [&](const std::vector<int32_t>& tokens) {
+    runtime::Sequence seq(m, 32);
+    HostTensor logits(DType::kF32, {V});
+    seq.forward(m, tokens, logits.view(), false);
+    return std::vector<float>(logits.as<float>(), logits.as<float>() + V);
+  };
+  struct Setting {
+    float temperature, top_p;
+  };
+  constexpr int kDraws = 34000;  // per setting: over 100,000 in all
+  for (const Setting setting : {Setting{0.7f, 1.0f}, Setting{1.0f, 0.9f}, Setting{1.6f, 0.8f}}) {
+    const std::string what = fmt::format("temperature {}, top_p {}", setting.temperature, setting.top_p);
+    std::vector<int32_t> history = prompt;
+    const std::vector<float> first = logits_after(history);
+    const auto first_token = static_cast<int32_t>(std::max_element(first.begin(), first.end()) - first.begin());
+    history.push_back(first_token);
+    const std::vector<float> row0 = logits_after(history);
+    const std::vector<double> p0 = target_distribution(row0.data(), V, setting.temperature, setting.top_p);
+    const auto draft = static_cast<int32_t>(std::max_element(p0.begin(), p0.end()) - p0.begin());
+    std::vector<int32_t> accepted = history;
+    accepted.push_back(draft);
+    const std::vector<float> row1 = logits_after(accepted);
+    const std::vector<double> p1 = target_distribution(row1.data(), V, setting.temperature, setting.top_p);
+
+    std::vector<int64_t> counts0(static_cast<size_t>(V)), counts1(static_cast<size_t>(V));
+    int64_t verified = 0;
+    constexpr int kWave = 512;
+    for (int start = 0; start < kDraws; start += kWave) {
+      std::vector<std::shared_ptr<test::Recorder>> works;
+      std::vector<std::unique_ptr<FirstToken>> controllers;
+      std::vector<std::unique_ptr<OneDraft>> drafters;
+      for (int i = start; i < std::min(kDraws, start + kWave); ++i) {
+        GenerationRequest r;
+        r.prompt = prompt;
+        r.max_tokens = 3;
+        r.sampling.temperature = setting.temperature;
+        r.sampling.top_p = setting.top_p;
+        r.sampling.seed = static_cast<uint64_t>(i);
+        controllers.push_back(std::make_unique<FirstToken>(first_token));
+        drafters.push_back(std::make_unique<OneDraft>(history, draft));
+        r.controller = controllers.back().get();
+        r.drafter = drafters.back().get();
+        works.push_back(test::recorder_for(r));
+        engine.add(works.back());
+      }
+      while (!engine.idle()) engine.step();
+      for (const auto& w : works) {
+        ASSERT_TRUE(w->result) << w->error;
+        const std::vector<int32_t>& t = w->result->tokens;
+        ASSERT_EQ(t.size(), 3u);
+        ASSERT_EQ(t[0], first_token);
+        ASSERT_EQ(w->result->speculative.steps, 1);
+        ++verified;
+        ++counts0[static_cast<size_t>(t[1])];
+        if (t[1] == draft) ++counts1[static_cast<size_t>(t[2])];
+      }
+    }
+    EXPECT_EQ(verified, kDraws);
+    const ChiSquare c0 = chi_square(counts0, p0), c1 = chi_square(counts1, p1);
+    std::printf("%s: row 0 chi-square %.1f (critical %.1f), row 1 %.1f (critical %.1f) over %lld draws\n",
+                what.c_str(), c0.statistic, c0.critical, c1.statistic, c1.critical,
+                static_cast<long long>(std::accumulate(counts1.begin(), counts1.end(), int64_t{0})));
+    EXPECT_LT(c0.statistic, c0.critical) << what << ", row 0";
+    EXPECT_LT(c1.statistic, c1.critical) << what << ", row 1 (" << counts1[0] << "...)";
+    const double acceptance = static_cast<double>(counts0[static_cast<size_t>(draft)]) / kDraws;
+    EXPECT_NEAR(acceptance, p0[static_cast<size_t>(draft)], 0.01) << what;
+    // The same counts against the distribution of another temperature fail.
+    const std::vector<double> wrong = target_distribution(row0.data(), V, setting.temperature * 1.1, setting.top_p);
+    const ChiSquare w = chi_square(counts0, wrong);
+    EXPECT_GT(w.statistic, w.critical) << what << ": the test cannot tell a 10% hotter temperature";
+  }
+  omp_set_num_threads(threads);
+}
+
+// The cost of verify lengths not measured yet lies on the line through the measured ones.
+TEST(StepCosts, MeasuredLengthsAndLinesBetweenThem) {
+  runtime::StepCosts costs;
+  EXPECT_DOUBLE_EQ(costs.ratio(3), 1.1);  // nothing measured: 5% a draft
+  costs.add(1, 0.010);
+  costs.add(5, 0.020);
+  EXPECT_DOUBLE_EQ(costs.ratio(1), 1.0);
+  EXPECT_DOUBLE_EQ(costs.ratio(5), 2.0);
+  EXPECT_DOUBLE_EQ(costs.ratio(3), 1.5);
+  EXPECT_DOUBLE_EQ(costs.ratio(7), 2.5);
+  costs.add(5, 1.0);  // an outlier counts as 3 steps at most
+  EXPECT_NEAR(costs.ratio(5), (0.9 * 0.020 + 0.1 * 0.060) / 0.010, 1e-12);
+}
+
+// Draft lengths: none where drafts are refused (then a retry now and then), the most where they
+// are accepted and verify rows are cheap (a GPU), none where each verify row costs a step (a small
+// model on a CPU), and none beside many plain sequences.
+TEST(DraftLength, FollowsAcceptanceAndCost) {
+  runtime::StepCosts gpu, cpu;
+  for (int64_t t = 1; t <= 9; ++t) {
+    gpu.add(t, 1.0 + 0.03 * static_cast<double>(t - 1));
+    cpu.add(t, static_cast<double>(t));
+  }
+  runtime::DraftLength refused(8);
+  EXPECT_GT(refused.choose(gpu, 0), 0);  // nothing known: try
+  for (int i = 0; i < 30; ++i) refused.verified(0, true);
+  EXPECT_EQ(refused.choose(gpu, 0), 0);
+  int plain = 0;
+  while (refused.choose(gpu, 0) == 0 && plain < 1000) refused.plain_step(), ++plain;
+  EXPECT_GT(plain, 40);
+  EXPECT_LT(plain, 100);
+  refused.verified(0, true);
+  EXPECT_EQ(refused.choose(gpu, 0), 0);
+
+  runtime::DraftLength accepted(8);
+  for (int i = 0; i < 20; ++i) accepted.verified(8, false);
+  EXPECT_EQ(accepted.choose(gpu, 0), 8);
+  EXPECT_EQ(accepted.choose(cpu, 0), 0);
+  EXPECT_EQ(accepted.choose(gpu, 1), 8);   // 1 + 9 tokens for 2.24 steps beats 2 for 1
+  EXPECT_EQ(accepted.choose(gpu, 16), 0);  // 25 for 2.24 does not beat 17
+
+  runtime::DraftLength mixed(8);
+  for (int i = 0; i < 30; ++i) mixed.verified(2, true);  // 2 of 3 decided drafts accepted
+  EXPECT_NEAR(mixed.acceptance(), 2.0 / 3.0, 0.02);
+  const int64_t k = mixed.choose(gpu, 0);
+  EXPECT_GE(k, 3);
+  EXPECT_LE(k, 8);
+}
+
+// Adaptive lengths keep plain decoding's tokens and draft less where every draft is refused (how
+// much less depends on what a verify step costs here against a plain one: DraftLength's tests
+// pin the policy down with given costs).
+TEST_P(SpeculativeExactness, AdaptiveLengthsStopDraftingWhereDraftsAreRefused) {
+  Engine plain(load(), options(false));
+  EngineOptions o = options(false);
+  o.speculative_adaptive = true;
+  Engine spec(load(), o);
+  const int64_t V = plain.model().config().vocab_size;
+  GenerationRequest r = request(V);
+  r.max_tokens = 60;
+  r.top_logprobs = -1;
+  const test::Outcome want = test::run_alone(plain, r);
+  ScriptDrafter wrong(r.prompt.size(), want.tokens, 1, V);
+  r.drafter = &wrong;
+  const auto got = test::run_to_end(spec, r);
+  ASSERT_TRUE(got->result) << got->error;
+  EXPECT_EQ(got->result->tokens, want.tokens);
+  const int64_t fixed_steps = static_cast<int64_t>(want.tokens.size()) - 2;  // EveryDraftRejected's
+  EXPECT_GT(got->result->speculative.steps, 0);
+  EXPECT_LT(got->result->speculative.drafted, 4 * fixed_steps);
 }
 
 // Below the engine: each row of a verify step is exactly a one-token step's logits, and keeping
