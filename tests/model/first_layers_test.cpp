@@ -126,7 +126,9 @@ TEST_P(FirstLayers, StatesHoldOnlyThoseLayersAndTheFingerprintIsItsOwn) {
   EXPECT_EQ(view->info().layers, n - 1);
   EXPECT_EQ(view->info().mtp_layers, 0);
   EXPECT_NE(view->fingerprint(), full->fingerprint());
-  if (n > 2) EXPECT_NE(view->fingerprint(), full->first_layers(1)->fingerprint());
+  if (n > 2) {
+    EXPECT_NE(view->fingerprint(), full->first_layers(1)->fingerprint());
+  }
   EXPECT_EQ(view->fingerprint(), again->fingerprint());
   // A view's own view is the full model's first layers too.
   if (n > 2) {
