@@ -100,6 +100,8 @@ int main(int argc, char** argv) {
   add_setting_flag(*generate, setting_flags, "speculative");
   add_setting_flag<int64_t>(*generate, setting_flags, "draft_max")->check(CLI::Range(1, 16));
   add_setting_flag(*generate, setting_flags, "draft_model");
+  add_setting_flag<int64_t>(*generate, setting_flags, "self_draft_layers")
+      ->check(CLI::NonNegativeNumber);
 
   InfoArgs info;
   auto* info_cmd = app.add_subcommand("info", "Describe a model");
@@ -142,6 +144,8 @@ int main(int argc, char** argv) {
   add_setting_flag(*serve_cmd, setting_flags, "speculative");
   add_setting_flag<int64_t>(*serve_cmd, setting_flags, "draft_max")->check(CLI::Range(1, 16));
   add_setting_flag(*serve_cmd, setting_flags, "draft_model");
+  add_setting_flag<int64_t>(*serve_cmd, setting_flags, "self_draft_layers")
+      ->check(CLI::NonNegativeNumber);
   serve_cmd->add_option("--max-concurrency", serve.max_concurrency, "Requests admitted at once (generating + queued); more get 503")
       ->check(CLI::Range(1, 4096));
   serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes, "Largest request body accepted (413 beyond)")

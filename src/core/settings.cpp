@@ -170,9 +170,10 @@ const std::vector<SettingSpec>& table() {
        .flag = "--speculative",
        .env = "STRATA_SPECULATIVE",
        .help = "Speculative decoding of greedy requests that do not choose for themselves: ngram "
-               "(drafts looked up in the prompt and output) or draft (drafts from draft_model), "
-               "checked k at a time in one step, the tokens exactly plain decoding's; or off",
-       .choices = {"off", "ngram", "draft"},
+               "(drafts looked up in the prompt and output), draft (drafts from draft_model) or "
+               "self (drafts from the model's own first self_draft_layers layers), checked k at a "
+               "time in one step, the tokens exactly plain decoding's; or off",
+       .choices = {"off", "ngram", "draft", "self"},
        .field = &Settings::speculative},
       {.name = "draft_max",
        .type = SettingType::kInt,
@@ -191,6 +192,15 @@ const std::vector<SettingSpec>& table() {
                "(method draft; a request may ask for it when one is loaded), e.g. "
                "models/strata-demo-draft for the built-in strata-demo",
        .field = &Settings::draft_model},
+      {.name = "self_draft_layers",
+       .type = SettingType::kInt,
+       .flag = "--self-draft-layers",
+       .env = "STRATA_SELF_DRAFT_LAYERS",
+       .help = "The model's first layers that draft for self-speculation (method self; a request "
+               "may ask for another count), then its final norm and head; fewer than its layers "
+               "(0: a quarter of them, at least 1)",
+       .min = 0,
+       .field = &Settings::self_draft_layers},
       {.name = "state_budget_mib",
        .type = SettingType::kInt,
        .flag = "--state-budget",

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "backend/ops.h"
 #include "core/error.h"
@@ -31,22 +32,36 @@ class DenseModel final : public Model {
   DenseModel(ModelConfig config, std::unique_ptr<WeightLoader> weights, std::string fingerprint)
       : Model(std::move(config), std::move(fingerprint), weights->device()),
         weights_(std::move(weights)),
+        loader_(weights_.get()),
         // Dynamic NTK scaling changes the RoPE frequencies with the length: no fixed graph.
         runner_(device_, weights_->options().cuda_graphs && config_.rope.type != "dynamic") {
     load();
   }
+  // The first `layers` layers of `full` (Model::first_layers): its weights and layers, viewed, not
+  // copied; a step runner of its own, since its scratch and graphs are another function's.
+  DenseModel(const DenseModel& full, int64_t layers)
+      : Model(full.first_layers_config(layers), full.first_layers_fingerprint(layers),
+              full.device_),
+        loader_(full.loader_),
+        embed_(full.embed_),
+        lm_head_(full.lm_head_),
+        final_norm_(full.final_norm_),
+        layers_(full.layers_.first(static_cast<size_t>(layers))),
+        rope_(full.rope_),
+        decode_batch_(full.decode_batch_),  // the full model's: its first layers run them alike
+        runner_(device_, loader_->options().cuda_graphs && config_.rope.type != "dynamic") {}
 
   ModelInfo info() const override {
     ModelInfo i;
     i.family = config_.model_type;
     i.layers = i.attention_layers = config_.num_layers;
-    i.parameters = weights_->parameter_count();
-    i.weight_bytes = weights_->weight_bytes();
+    i.parameters = loader_->parameter_count();  // a view: the full model's, whose weights it shares
+    i.weight_bytes = loader_->weight_bytes();
     i.state_bytes_per_token =
         static_cast<size_t>(2 * config_.num_layers * config_.num_kv_heads * config_.head_dim) *
         dtype_size(config_.kv_cache_dtype);
     i.kv_cache_dtype = config_.kv_cache_dtype;
-    i.quantization = weights_->quantization();
+    i.quantization = loader_->quantization();
     return i;
   }
 
@@ -91,6 +106,10 @@ class DenseModel final : public Model {
   // steps that are captured as graphs.
   int64_t max_verify_tokens() const override {
     return decode_batch_ > 1 ? std::min(decode_batch_, StepRunner::kGraphMaxTokens) : 0;
+  }
+
+  std::unique_ptr<Model> first_layers(int64_t layers) const override {
+    return std::make_unique<DenseModel>(*this, layers);
   }
 
  private:
@@ -199,8 +218,9 @@ class DenseModel final : public Model {
         L.q_norm = w.vector(name("self_attn.q_norm.weight", "attn_q_norm.weight"));
         L.k_norm = w.vector(name("self_attn.k_norm.weight", "attn_k_norm.weight"));
       }
-      layers_.push_back(std::move(L));
+      own_layers_.push_back(std::move(L));
     }
+    layers_ = own_layers_;
     final_norm_ = w.vector(gguf ? "output_norm.weight" : "model.norm.weight");
     const std::string head_name = gguf ? "output" : "lm_head";
     if (!c.tie_word_embeddings && w.has(head_name + ".weight")) {
@@ -214,10 +234,12 @@ class DenseModel final : public Model {
     decode_batch_ = invariant_rows();
   }
 
-  std::unique_ptr<WeightLoader> weights_;
+  std::unique_ptr<WeightLoader> weights_;  // empty in a view of another model's first layers
+  const WeightLoader* loader_ = nullptr;   // weights_, or the full model's
   backend::Weight embed_, lm_head_;
   Tensor final_norm_;
-  std::vector<Layer> layers_;
+  std::vector<Layer> own_layers_;  // empty in a view
+  std::span<const Layer> layers_;  // own_layers_, or the first of the full model's
   backend::RopeParams rope_;
   int64_t decode_batch_ = 1;
   StepRunner runner_;

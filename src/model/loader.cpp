@@ -30,6 +30,31 @@ void Model::forward_verify(std::span<const int32_t> tokens, ModelState& state, s
   fail(ErrorKind::kUnsupported, "{} models cannot verify speculative drafts", config_.model_type);
 }
 
+std::unique_ptr<Model> Model::first_layers(int64_t layers) const {
+  (void)layers;
+  fail(ErrorKind::kUnsupported, "{} models cannot run their first layers alone (self-speculation)",
+       config_.model_type);
+}
+
+ModelConfig Model::first_layers_config(int64_t layers) const {
+  check(layers >= 1 && layers < config_.num_layers, ErrorKind::kInvalidInput,
+        "the first {} layers of a model of {}: a view needs at least 1 and fewer than all", layers,
+        config_.num_layers);
+  ModelConfig c = config_;
+  c.num_layers = layers;
+  if (!c.layer_kinds.empty()) c.layer_kinds.resize(static_cast<size_t>(layers));
+  std::erase_if(c.moe.mlp_only_layers, [&](int64_t l) { return l >= layers; });
+  c.mtp_layers = 0;
+  return c;
+}
+
+std::string Model::first_layers_fingerprint(int64_t layers) const {
+  Hasher h;
+  h.update(fingerprint_);
+  h.update(fmt::format("|first_layers:{}", layers));
+  return h.hex_digest();
+}
+
 void Model::forward_device_token(const Tensor& token, ModelState& state, const Tensor& logits) {
   check(token.dtype == DType::kI32 && token.numel() == 1, ErrorKind::kInternal, "forward: a device token must be one I32");
   int32_t id = 0;

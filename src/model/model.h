@@ -112,10 +112,23 @@ class Model {
                               const Tensor& logits);
   virtual int64_t max_verify_tokens() const { return 0; }
 
+  // This model's first `layers` layers, then its final norm and LM head, as a model of its own:
+  // a self-speculation drafter (runtime::ModelDrafter over it drafts, this model verifies). It
+  // shares this model's weights (nothing is copied or loaded) and computes layers [0, layers)
+  // exactly as this model does; its states hold only those layers' buffers, and its fingerprint is
+  // its own (it is another function). It reads this model's weights and layers, so it must not
+  // outlive this model. 1 <= layers < config().num_layers. This default refuses (kUnsupported).
+  virtual std::unique_ptr<Model> first_layers(int64_t layers) const;
+
  protected:
   Model() = default;
   Model(ModelConfig config, std::string fingerprint, Device device = Device::kCpu)
       : config_(std::move(config)), fingerprint_(std::move(fingerprint)), device_(device) {}
+
+  // For first_layers(): checks the count, and gives this config cut to the first `layers` layers
+  // (no MTP block) and the fingerprint of a view of them.
+  ModelConfig first_layers_config(int64_t layers) const;
+  std::string first_layers_fingerprint(int64_t layers) const;
 
   ModelConfig config_;
   std::string fingerprint_;

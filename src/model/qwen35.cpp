@@ -7,6 +7,7 @@
 #include "model/qwen35.h"
 
 #include <cmath>
+#include <span>
 #include <string>
 
 #include "backend/gdn.h"
@@ -91,19 +92,38 @@ class Qwen35Model final : public Model {
   Qwen35Model(ModelConfig config, std::unique_ptr<WeightLoader> weights, std::string fingerprint)
       : Model(std::move(config), std::move(fingerprint), weights->device()),
         weights_(std::move(weights)),
+        loader_(weights_.get()),
         // The body never reads device memory on the host (MoE routing included): steps may be captured.
         runner_(device_, weights_->options().cuda_graphs),
         s_(runner_.scratch()) {
     load();
   }
+  // The first `layers` layers of `full` (Model::first_layers): its weights and layers, viewed, not
+  // copied (an MoE layer's expert table included); no MTP block; a step runner of its own, since
+  // its scratch and graphs are another function's.
+  Qwen35Model(const Qwen35Model& full, int64_t layers)
+      : Model(full.first_layers_config(layers), full.first_layers_fingerprint(layers),
+              full.device_),
+        loader_(full.loader_),
+        layout_(full.layout_),
+        eps_(full.eps_),
+        embed_(full.embed_),
+        lm_head_(full.lm_head_),
+        final_norm_(full.final_norm_),
+        layers_(full.layers_.first(static_cast<size_t>(layers))),
+        state_buffers_(2 * layers_.size()),  // two per layer, in layer order (load())
+        decode_batch_(full.decode_batch_),  // the full model's: its first layers run them alike
+        rope_(full.rope_),
+        runner_(device_, loader_->options().cuda_graphs),
+        s_(runner_.scratch()) {}
 
   ModelInfo info() const override {
     ModelInfo i;
     i.family = config_.model_type;
     i.layers = config_.num_layers;
     for (LayerKind k : config_.layer_kinds) (k == LayerKind::kFullAttention ? i.attention_layers : i.recurrent_layers)++;
-    i.parameters = weights_->parameter_count();
-    i.weight_bytes = weights_->weight_bytes();
+    i.parameters = loader_->parameter_count();  // a view: the full model's, whose weights it shares
+    i.weight_bytes = loader_->weight_bytes();
     i.state_bytes_per_token =
         static_cast<size_t>(2 * i.attention_layers * config_.num_kv_heads * config_.head_dim) *
         dtype_size(config_.kv_cache_dtype);
@@ -112,7 +132,7 @@ class Qwen35Model final : public Model {
     i.state_bytes_fixed = static_cast<size_t>(i.recurrent_layers) * sizeof(float) *
                           static_cast<size_t>((la.conv_kernel - 1) * la.conv_dim() +
                                               la.value_heads * la.value_dim * la.key_dim);
-    i.quantization = weights_->quantization();
+    i.quantization = loader_->quantization();
     i.mtp_layers = mtp_ ? 1 : 0;
     for (const Layer& l : layers_) i.moe_shared_folded += l.ffn.shared_folded ? 1 : 0;
     return i;
@@ -149,6 +169,10 @@ class Qwen35Model final : public Model {
   // batch_invariant_rows says so), within the steps that are captured as graphs.
   int64_t max_verify_tokens() const override {
     return decode_batch_ > 1 ? std::min(decode_batch_, StepRunner::kGraphMaxTokens) : 0;
+  }
+
+  std::unique_ptr<Model> first_layers(int64_t layers) const override {
+    return std::make_unique<Qwen35Model>(*this, layers);
   }
 
  private:
@@ -426,10 +450,11 @@ class Qwen35Model final : public Model {
     expect(embed_, c.vocab_size, c.hidden_size, P + "embed_tokens");
     for (int64_t l = 0; l < c.num_layers; ++l) {
       Layer L = load_layer(fmt::format("{}layers.{}.", P, l), c.layer_kinds[l], c.is_moe_layer(l));
-      layers_.push_back(std::move(L));
+      own_layers_.push_back(std::move(L));
     }
     // State buffers follow layer order: two per layer (k, v or conv, ssm).
-    for (size_t i = 0; i < layers_.size(); ++i) layers_[i].state = 2 * i;
+    for (size_t i = 0; i < own_layers_.size(); ++i) own_layers_[i].state = 2 * i;
+    layers_ = own_layers_;
     state_buffers_ = 2 * layers_.size();
     final_norm_ = vector_of(P + "norm.weight", c.hidden_size);
     if (!c.tie_word_embeddings && w.has(layout_.lm_head + ".weight")) {
@@ -623,12 +648,14 @@ class Qwen35Model final : public Model {
     mtp_ = std::move(m);
   }
 
-  std::unique_ptr<WeightLoader> weights_;
+  std::unique_ptr<WeightLoader> weights_;  // empty in a view of another model's first layers
+  const WeightLoader* loader_ = nullptr;   // weights_, or the full model's
   Layout layout_;
   float eps_ = 1e-6f;
   Weight embed_, lm_head_;
   Tensor final_norm_;
-  std::vector<Layer> layers_;
+  std::vector<Layer> own_layers_;  // empty in a view
+  std::span<const Layer> layers_;  // own_layers_, or the first of the full model's
   std::optional<Mtp> mtp_;
   size_t state_buffers_ = 0;
   int64_t decode_batch_ = 1;

@@ -208,6 +208,9 @@ Engine::Engine(std::unique_ptr<model::Model> model, EngineOptions options)
         options_.draft_model ? options_.draft_model->config().vocab_size : 0, model_->config().vocab_size);
   check(!options_.draft_model || options_.draft_model->device() == model_->device(), ErrorKind::kInvalidInput,
         "the draft model runs on another device than the model");
+  if (options_.speculative.method == SpeculativeParams::Method::kSelf ||
+      options_.self_draft_layers != 0)
+    (void)self_draft_layers(0);  // refused now rather than by every request
   if (options_.step_tokens == 0) options_.step_tokens = 16 * options_.prefill_chunk;
   for (int64_t i = 0; i < pool_.slots(); ++i)
     tools_.push_back(std::make_unique<SlotTools>(model_->device(), model_->config().vocab_size));
@@ -240,7 +243,28 @@ void Engine::validate(const GenerationRequest& request) const {
   check(request.top_logprobs <= 20, ErrorKind::kInvalidInput, "top_logprobs must be at most 20");
   check(request.speculative.method != SpeculativeParams::Method::kDraft || options_.draft_model,
         ErrorKind::kInvalidInput, "speculative decoding with a draft model: none is loaded (--draft-model)");
+  using Method = SpeculativeParams::Method;
+  const Method method = request.speculative.method == Method::kDefault ? options_.speculative.method
+                                                                       : request.speculative.method;
+  if (method == Method::kSelf) (void)self_draft_layers(request.speculative.layers);
   check_sampling(request.sampling);
+}
+
+int64_t Engine::self_draft_layers(int64_t layers) const {
+  const int64_t n = model_->config().num_layers;
+  if (layers == 0) layers = options_.self_draft_layers;
+  if (layers == 0) layers = std::max<int64_t>(1, n / 4);
+  check(layers >= 1 && layers < n, ErrorKind::kInvalidInput,
+        "self-speculation drafts with the model's first {} layers; it has {} (at least 1 and "
+        "fewer than all)",
+        layers, n);
+  return layers;
+}
+
+model::Model& Engine::self_draft(int64_t layers) {
+  std::unique_ptr<model::Model>& view = self_drafts_[layers];
+  if (!view) view = model_->first_layers(layers);
+  return *view;
 }
 
 GenerationResult Engine::generate(const GenerationRequest& request, const TokenCallback& on_token) {
@@ -424,6 +448,9 @@ void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, CacheTi
       if (r.drafter == nullptr) {
         if (method == Method::kDraft) {  // its own state on the draft model, for the whole context
           r.own_drafter = std::make_unique<ModelDrafter>(*options_.draft_model, options_.context_size);
+        } else if (method == Method::kSelf) {  // the same on the model's first layers
+          const int64_t layers = self_draft_layers(request.speculative.layers);
+          r.own_drafter = std::make_unique<ModelDrafter>(self_draft(layers), options_.context_size);
         } else {
           r.own_drafter = std::make_unique<NgramDrafter>();
         }

@@ -12,6 +12,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -75,6 +76,9 @@ struct EngineOptions {
   // The draft model of method kDraft (its vocabulary the model's), shared by the requests: each
   // drafts on a state of its own (runtime::ModelDrafter). Empty: kDraft is refused.
   std::shared_ptr<model::Model> draft_model = {};
+  // Method kSelf: the model's first layers that draft (a request's SpeculativeParams::layers wins);
+  // 0: a quarter of the model's layers, at least 1. Fewer than the model's layers.
+  int64_t self_draft_layers = 0;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled };
@@ -252,6 +256,11 @@ class Engine {
   struct SlotTools;  // per slot: logits, picked ids and their way back, the sampler's edits
 
   void validate(const GenerationRequest& request) const;
+  // Self-speculation: the first layers that draft for a request asking for `layers` (0: the
+  // engine's), refused (kInvalidInput) unless fewer than the model's; and the view of the model's
+  // first that many layers (Model::first_layers), made on first use.
+  int64_t self_draft_layers(int64_t layers) const;
+  model::Model& self_draft(int64_t layers);
   void yield_background();  // background requests give way to any other waiting
   void admit();
   // Where a request's prefill cuts its prompt (runtime/prefix_cache.h), short of its end: at its
@@ -302,6 +311,10 @@ class Engine {
 
   std::unique_ptr<model::Model> model_;
   EngineOptions options_;
+  // Method kSelf's draft models: views of model_'s first layers, one per layer count asked for,
+  // shared by the requests (each drafts on a Sequence of its own, ModelDrafter). After model_, so
+  // destroyed before it: a view must not outlive its model.
+  std::map<int64_t, std::unique_ptr<model::Model>> self_drafts_;
   StatePool pool_;
   PrefixCache cache_;  // after pool_: its entries give their blocks back first
   bool waiting_for_disk_ = false;  // the first waiting request waits for a cached prefix's file

@@ -36,7 +36,8 @@ class NgramDrafter final : public Drafter {
   int64_t max_ngram_, min_ngram_;
 };
 
-// A draft model with the target's vocabulary (strata-demo-draft for strata-demo) proposes by greedy
+// A draft model with the target's vocabulary (strata-demo-draft for strata-demo, or for
+// self-speculation the target's own first layers, model::Model::first_layers) proposes by greedy
 // decoding on a state of its own that follows the request's history: before each proposal it
 // returns to the point where it last agreed with the history (a snapshot: the drafts it ran after
 // it may have been rejected) and runs the tokens emitted since, then drafts one token at a time.

@@ -11,6 +11,8 @@ const char* speculative_method_name(SpeculativeParams::Method method) {
       return "ngram";
     case SpeculativeParams::Method::kDraft:
       return "draft";
+    case SpeculativeParams::Method::kSelf:
+      return "self";
     case SpeculativeParams::Method::kCustom:
       return "custom";
     case SpeculativeParams::Method::kOff:
@@ -24,8 +26,10 @@ const char* speculative_method_name(SpeculativeParams::Method method) {
 SpeculativeParams::Method parse_speculative_method(const std::string& name) {
   if (name == "ngram") return SpeculativeParams::Method::kNgram;
   if (name == "draft") return SpeculativeParams::Method::kDraft;
+  if (name == "self") return SpeculativeParams::Method::kSelf;
   if (name == "off" || name == "none") return SpeculativeParams::Method::kOff;
-  fail(ErrorKind::kInvalidInput, "unknown speculative method '{}' (ngram, draft or off)", name);
+  fail(ErrorKind::kInvalidInput, "unknown speculative method '{}' (ngram, draft, self or off)",
+       name);
 }
 
 }  // namespace strata::runtime

@@ -9,14 +9,16 @@ namespace strata::runtime {
 
 // How a request may speculate (GenerationRequest::speculative, EngineOptions::speculative).
 struct SpeculativeParams {
-  // kDraft: a draft model (EngineOptions::draft_model). kCustom: the caller's own Drafter
+  // kDraft: a draft model (EngineOptions::draft_model). kSelf: the model's own first layers,
+  // then its final norm and head (model::Model::first_layers). kCustom: the caller's own Drafter
   // (GenerationRequest::drafter), not chosen by name.
-  enum class Method { kDefault, kOff, kNgram, kDraft, kCustom };
+  enum class Method { kDefault, kOff, kNgram, kDraft, kSelf, kCustom };
   Method method = Method::kDefault;  // kDefault: the engine's; for the engine, kDefault = off
   int64_t draft_max = 0;             // drafts per verify step; 0: the engine's (or 4)
+  int64_t layers = 0;                // kSelf: the first layers that draft; 0: the engine's
 };
 const char* speculative_method_name(SpeculativeParams::Method method);
-// "ngram", "draft", "off" (and "none"); anything else is an invalid_input Error.
+// "ngram", "draft", "self", "off" (and "none"); anything else is an invalid_input Error.
 SpeculativeParams::Method parse_speculative_method(const std::string& name);
 
 // What a request's speculation did (GenerationResult::speculative).

@@ -59,15 +59,18 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const Fields& f) {
   return bias;
 }
 
-// The strata extension's "speculative": a method name, or an object with the method and the drafts
-// per verify step.
+// The strata extension's "speculative": a method name, or an object with the method, the drafts
+// per verify step and self-speculation's drafting layers (fewer than the model's: the server
+// checks that, knowing the model).
 runtime::SpeculativeParams parse_speculative(const Fields& f) {
   runtime::SpeculativeParams p;
   const OrderedJson* v = f.get("speculative");
   if (v == nullptr || v->is_null()) return p;
   auto method = [&](const std::string& name, const std::string& param) {
-    if (name != "ngram" && name != "draft" && name != "off")
-      invalid_value(param, "the speculative method is 'ngram', 'draft' (with the server's draft model) or 'off'.");
+    if (name != "ngram" && name != "draft" && name != "self" && name != "off")
+      invalid_value(param,
+                    "the speculative method is 'ngram', 'draft' (with the server's draft model), "
+                    "'self' or 'off'.");
     p.method = runtime::parse_speculative_method(name);
   };
   if (v->is_string()) {
@@ -78,6 +81,7 @@ runtime::SpeculativeParams parse_speculative(const Fields& f) {
   const Fields s(*v, f.param("speculative"));
   if (auto name = s.string("method")) method(*name, s.param("method"));
   if (auto k = s.integer("draft_max", 1, 16)) p.draft_max = *k;
+  if (auto layers = s.integer("layers", 1, 4096)) p.layers = *layers;
   return p;
 }
 

@@ -47,8 +47,10 @@ struct GenerationOptions {
   // Log-probabilities: -1 off; else the alternatives to report per token (chat: top_logprobs
   // 0..20 with logprobs: true; completions: logprobs 0..5).
   int logprobs = -1;
-  // The strata extension object's "speculative": "ngram", "draft" or "off", or {"method": ..., "draft_max":
-  // 1..16}; absent: the server's default (greedy requests only; sampled ones decode plainly).
+  // The strata extension object's "speculative": "ngram", "draft", "self" or "off", or
+  // {"method": ..., "draft_max": 1..16, "layers": self's drafting layers, >= 1 (the server checks
+  // them against the model's)}; absent: the server's default (greedy requests only; sampled ones
+  // decode plainly).
   runtime::SpeculativeParams speculative;
 };
 

@@ -23,6 +23,7 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/request_fields.h"
 #include "server/responses_request.h"
 #include "server/responses_response.h"
 #include "server/responses_store.h"
@@ -642,6 +643,12 @@ struct Server::Impl {
                     fmt::format("Token id {} is outside the vocabulary (size {}).", id, vocab));
     if (o.speculative.method == runtime::SpeculativeParams::Method::kDraft && !model.engine.options().draft_model)
       bad_request("strata.speculative", "This server has no draft model (strata serve --draft-model).");
+    if (const int64_t layers = model.engine.model().config().num_layers;
+        o.speculative.layers >= layers)
+      invalid_value("strata.speculative.layers",
+                    fmt::format("self-speculation drafts with fewer than the model's {} layers, "
+                                "got {}.",
+                                layers, o.speculative.layers));
     runtime::GenerationRequest g;
     g.prompt = std::move(prompt);
     g.max_tokens = o.max_tokens.value_or(std::min(default_max_tokens, ctx - n));

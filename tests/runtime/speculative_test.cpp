@@ -3,9 +3,10 @@
 // built-in strata-demo: with n-gram drafts, with a drafter that is always wrong (every draft
 // rejected) and one that proposes the plain output (every draft accepted), prompts cut into
 // several prefill chunks, stop ids, a controller that injects tokens, many requests at once, and
-// picks on the host or the device. Below the engine: a verify step's rows are bit for bit the
-// logits of one-token steps, and keeping any prefix of its tokens leaves the state of having run
-// just those.
+// picks on the host or the device; and with self-speculation (the model's own first layers
+// drafting), prompts longer than the drafter's prefill pieces included. Below the engine: a verify
+// step's rows are bit for bit the logits of one-token steps, and keeping any prefix of its tokens
+// leaves the state of having run just those.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -598,6 +599,52 @@ TEST_P(SpeculativeExactness, AdaptiveLengthsStopDraftingWhereDraftsAreRefused) {
   EXPECT_LT(got->result->speculative.drafted, 4 * fixed_steps);
 }
 
+// Self-speculation: the model's own first layers draft (a quarter of them by default, or as many
+// as the request asks), each request on a state of its own over the one view of them, several
+// requests at once; the tokens and logprobs are plain decoding's.
+TEST_P(SpeculativeExactness, SelfDraftsGiveThePlainTokensAndLogprobs) {
+  Engine plain(load(), options(false));
+  EngineOptions o = options(false, 3);
+  o.speculative = {SpeculativeParams::Method::kSelf, 4};
+  Engine spec(load(), o);
+  const int64_t V = plain.model().config().vocab_size, n = plain.model().config().num_layers;
+  const std::vector<int64_t> layers = {0, 1, n - 1};
+  std::vector<test::Outcome> want;
+  std::vector<std::shared_ptr<test::Recorder>> works;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    GenerationRequest r = request(V, static_cast<int>(i));
+    r.speculative.layers = layers[i];
+    want.push_back(test::run_alone(plain, r));
+    works.push_back(test::recorder_for(r));
+    spec.add(works.back());
+  }
+  while (!spec.idle()) spec.step();
+  for (size_t i = 0; i < works.size(); ++i) {
+    ASSERT_TRUE(works[i]->result) << layers[i] << " layers: " << works[i]->error;
+    EXPECT_EQ(works[i]->result->tokens, want[i].tokens) << layers[i] << " layers";
+    test::expect_same_logprobs(works[i]->logprobs, want[i].logprobs,
+                               "self, " + std::to_string(layers[i]) + " layers");
+    const runtime::SpeculativeStats& s = works[i]->result->speculative;
+    EXPECT_EQ(s.method, SpeculativeParams::Method::kSelf);
+    EXPECT_GT(s.drafted, 0) << layers[i] << " layers";
+    EXPECT_LE(s.accepted, s.drafted);
+  }
+  // Alone too, and again (the drafter of a new request starts over on the same view).
+  const GenerationRequest r = request(V, 7);
+  const test::Outcome alone = test::run_alone(plain, r);
+  for (int again = 0; again < 2; ++again) {
+    const auto got = test::run_to_end(spec, r);
+    ASSERT_TRUE(got->result) << got->error;
+    EXPECT_EQ(got->result->tokens, alone.tokens) << again;
+  }
+  // A layer count that leaves no layer out (or none at all) is refused.
+  for (int64_t bad : {n, n + 3, int64_t{-1}}) {
+    GenerationRequest all = request(V);
+    all.speculative.layers = bad;
+    EXPECT_THROW(spec.generate(all), Error) << bad;
+  }
+}
+
 // Below the engine: each row of a verify step is exactly a one-token step's logits, and keeping
 // the first n tokens leaves the state of having run exactly those (the next step's logits agree).
 TEST_P(SpeculativeExactness, VerifyRowsAreOneTokenStepsAndKeepRestoresTheirState) {
@@ -622,6 +669,36 @@ INSTANTIATE_TEST_SUITE_P(Models, SpeculativeExactness,
                              if (c == '-') c = '_';
                            return name + (info.param.run_ahead == EngineOptions::RunAhead::kOn ? "_DevicePicks" : "");
                          });
+
+// Self-speculation over prompts of several of the engine's prefill chunks and of the drafter's own
+// prefill pieces (512 tokens): the tokens are plain decoding's, on a dense and a hybrid model.
+TEST(SelfSpeculation, LongPromptsGiveThePlainTokens) {
+  for (const char* name : {"llama", "qwen35"}) {
+    EngineOptions o;
+    o.context_size = 1024;
+    o.prefill_chunk = 256;
+    Engine plain(model::load_model(test::test_fixture(std::string("models/") + name)), o);
+    o.speculative = {SpeculativeParams::Method::kSelf, 4};
+    o.self_draft_layers = plain.model().config().num_layers - 1;
+    Engine spec(model::load_model(test::test_fixture(std::string("models/") + name)), o);
+    const int64_t V = plain.model().config().vocab_size;
+    GenerationRequest r;
+    for (int i = 0; i < 700; ++i)
+      r.prompt.push_back(static_cast<int32_t>((i * 13 % 97 * 5 + 1) % V));
+    r.max_tokens = 24;
+    r.sampling.temperature = 0.0f;
+    const GenerationResult want = plain.generate(r);
+    const GenerationResult got = spec.generate(r);
+    EXPECT_EQ(got.tokens, want.tokens) << name;
+    EXPECT_EQ(got.speculative.method, SpeculativeParams::Method::kSelf) << name;
+    EXPECT_GT(got.speculative.drafted, 0) << name;
+  }
+  // An engine whose own layer count leaves no layer out is refused when it starts.
+  EngineOptions o;
+  o.speculative = {SpeculativeParams::Method::kSelf, 4};
+  o.self_draft_layers = 3;
+  EXPECT_THROW(Engine(model::load_model(test::test_fixture("models/llama")), o), Error);
+}
 
 }  // namespace
 }  // namespace strata

@@ -92,6 +92,31 @@ TEST(OpenAiRequest, DefaultsFollowOpenAi) {
   EXPECT_TRUE(r.tools.is_null());
 }
 
+// The strata extension's speculative methods by name or as an object; self-speculation's layers
+// must be a whole number of at least 1 (the server checks them against the model's).
+TEST(OpenAiRequest, SpeculativeMethodsAndSelfLayers) {
+  using Method = runtime::SpeculativeParams::Method;
+  auto speculative = [](const OrderedJson& value) {
+    return parse_chat_request(chat({{"strata", {{"speculative", value}}}})).options.speculative;
+  };
+  EXPECT_EQ(parse_chat_request(chat()).options.speculative.method, Method::kDefault);
+  EXPECT_EQ(speculative("self").method, Method::kSelf);
+  const runtime::SpeculativeParams p =
+      speculative({{"method", "self"}, {"draft_max", 3}, {"layers", 2}});
+  EXPECT_EQ(p.method, Method::kSelf);
+  EXPECT_EQ(p.draft_max, 3);
+  EXPECT_EQ(p.layers, 2);
+  EXPECT_EQ(speculative({{"method", "ngram"}}).layers, 0);
+  expect_400(chat({{"strata", {{"speculative", "selfish"}}}}), "strata.speculative",
+             "invalid_value", "'ngram', 'draft' (with the server's draft model), 'self' or 'off'");
+  for (const OrderedJson& bad : {OrderedJson(0), OrderedJson(-2), OrderedJson(5000)})
+    expect_400(chat({{"strata", {{"speculative", {{"method", "self"}, {"layers", bad}}}}}}),
+               "strata.speculative.layers", "invalid_value");
+  for (const OrderedJson& bad : {OrderedJson(1.5), OrderedJson("two")})
+    expect_400(chat({{"strata", {{"speculative", {{"method", "self"}, {"layers", bad}}}}}}),
+               "strata.speculative.layers", "invalid_type");
+}
+
 TEST(OpenAiRequest, StopIsAStringOrAList) {
   EXPECT_EQ(parse_chat_request(chat({{"stop", "END"}})).options.stop,
             std::vector<std::string>{"END"});

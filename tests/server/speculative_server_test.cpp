@@ -1,7 +1,7 @@
 // Speculative decoding through the server: with the server's default on (n-gram), a greedy chat or
 // completion answers exactly as with the request's "strata": {"speculative": "off"}, whole or
 // streamed, with stop strings and max_tokens; the response's strata.speculative reports what it
-// did; a bad value is a 400 naming the field.
+// did; a bad value is a 400 naming the field. Self-speculation answers as plain too.
 #include <gtest/gtest.h>
 
 #include "hybrid_server_model.h"
@@ -96,6 +96,27 @@ TEST_F(ServerSpeculative, CompletionsReportTooAndBadValuesAre400) {
     const test::HttpResult r = server_.post("/v1/completions", request);
     EXPECT_EQ(r.status, 400) << bad.dump() << " " << r.body;
     EXPECT_NE(r.body.find("strata.speculative"), std::string::npos) << r.body;
+  }
+}
+
+// Self-speculation: the model's own first layers draft; the answer is plain decoding's. A layer
+// count that leaves none of the model's layers out is a 400 naming the field.
+TEST_F(ServerSpeculative, SelfDraftsAnswerAsPlainAndLayersMustBeFewerThanTheModels) {
+  const Json plain = chat(body(kOff));
+  for (const Json& self : {Json("self"), Json{{"method", "self"}, {"layers", 3}}}) {
+    const Json spec = chat(body({{"strata", {{"speculative", self}}}}));
+    EXPECT_EQ(spec["choices"][0]["message"]["content"], plain["choices"][0]["message"]["content"])
+        << self.dump();
+    EXPECT_EQ(spec["strata"]["speculative"]["method"], "self") << spec.dump();
+    EXPECT_GT(spec["strata"]["speculative"]["drafted"].get<int64_t>(), 0) << spec.dump();
+  }
+  const int64_t layers = 4;  // tiny_hybrid_config's
+  for (const int64_t bad : {layers, layers + 1, int64_t{0}}) {
+    const Json self = {{"method", "self"}, {"layers", bad}};
+    const test::HttpResult r =
+        server_.post("/v1/chat/completions", body({{"strata", {{"speculative", self}}}}));
+    EXPECT_EQ(r.status, 400) << bad << " " << r.body;
+    EXPECT_NE(r.body.find("strata.speculative.layers"), std::string::npos) << r.body;
   }
 }
 
