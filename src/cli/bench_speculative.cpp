@@ -363,7 +363,7 @@ std::string join(const auto& values) {
 std::string speculative_settings(const SpeculativePlan& plan, const Settings& settings) {
   return fmt::format(
       "settings: greedy, {} tokens per request; sweep prompt {} token ids; acceptance {} %; draft lengths {}; "
-      "drafter costs: none{}{}; oracle seed {}; KV cache {}; run ahead {}; CUDA graphs {}",
+      "drafter costs: none{}{}; oracle seed {}; KV cache {}; run_ahead {} (plain decoding, on a GPU); CUDA graphs {}",
       plan.tokens, plan.prompt, join(plan.acceptance), join(plan.lengths),
       plan.draft_shape.empty() ? "" : ", " + plan.draft_shape + " (random weights)",
       plan.draft_model.empty() ? "" : ", " + plan.draft_model, plan.seed,
