@@ -15,14 +15,15 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
 }  // namespace
 
-OracleDrafter::OracleDrafter(size_t prompt_len, std::vector<int32_t> recorded, double acceptance, uint64_t seed,
-                             int64_t vocab, runtime::Drafter* inner)
+OracleDrafter::OracleDrafter(size_t prompt_len, std::vector<int32_t> recorded, double acceptance,
+                             uint64_t seed, int64_t vocab, runtime::Drafter* inner)
     : prompt_len_(prompt_len),
       recorded_(std::move(recorded)),
       acceptance_(acceptance),
@@ -35,7 +36,8 @@ bool OracleDrafter::right_at(size_t i) const {
   return u < acceptance_;
 }
 
-void OracleDrafter::propose(std::span<const int32_t> history, int64_t max, std::vector<int32_t>& out) {
+void OracleDrafter::propose(std::span<const int32_t> history, int64_t max,
+                            std::vector<int32_t>& out) {
   const Clock::time_point start = Clock::now();
   if (calls_ > 0) gaps_.push_back(seconds_between(last_end_, start));
   ++calls_;

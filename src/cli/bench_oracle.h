@@ -1,6 +1,7 @@
 // The drafter of strata bench --speculative's forced-acceptance sweep: random weights never agree
 // with a real draft, so the bench records the target's own greedy tokens first, and this drafter
-// proposes, at each position, the recorded token with probability `acceptance` and another otherwise.
+// proposes, at each position, the recorded token with probability `acceptance` and another
+// otherwise.
 #pragma once
 
 #include <chrono>

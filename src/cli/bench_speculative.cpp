@@ -107,11 +107,14 @@ struct Run {
   // Decode only: the tokens after the first (which the prefill picks) over the time since it came.
   double tok_s() const {
     const size_t n = times.size();
-    return n >= 2 && times[n - 1] > times[0] ? static_cast<double>(n - 1) / (times[n - 1] - times[0]) : 0.0;
+    return n >= 2 && times[n - 1] > times[0]
+               ? static_cast<double>(n - 1) / (times[n - 1] - times[0])
+               : 0.0;
   }
   double accepted_per_step() const {
-    return speculative.steps > 0 ? static_cast<double>(speculative.accepted) / static_cast<double>(speculative.steps)
-                                 : 0.0;
+    return speculative.steps > 0
+               ? static_cast<double>(speculative.accepted) / static_cast<double>(speculative.steps)
+               : 0.0;
   }
 };
 
@@ -134,8 +137,8 @@ struct Bench {
   int64_t most_drafts = 0;  // what a verify step takes besides the request's own token
 };
 
-Run run(Bench& b, const std::vector<int32_t>& prompt, int64_t tokens, runtime::SpeculativeParams speculative,
-        runtime::Drafter* drafter = nullptr) {
+Run run(Bench& b, const std::vector<int32_t>& prompt, int64_t tokens,
+        runtime::SpeculativeParams speculative, runtime::Drafter* drafter = nullptr) {
   runtime::GenerationRequest request;
   request.prompt = prompt;
   request.max_tokens = tokens;
@@ -182,16 +185,19 @@ std::vector<Prompt> real_prompts(const Bench& b, const SpeculativePlan& plan) {
     request.messages.push_back({{"role", "user"}, {"content", message}});
     return b.tokenizer->encode(b.chat_template->render(request).text, /*add_special_tokens=*/false);
   };
-  out.push_back({"code edit (repeat a 50-line Python file, renaming a function)",
-                 encode(std::string("Repeat this file exactly, but rename the function parse_config to load_config "
-                                    "everywhere:\n\n```python\n") +
-                        kCodeFile + "```")});
+  out.push_back(
+      {"code edit (repeat a 50-line Python file, renaming a function)",
+       encode(std::string(
+                  "Repeat this file exactly, but rename the function parse_config to load_config "
+                  "everywhere:\n\n```python\n") +
+              kCodeFile + "```")});
   for (const char* text : kRealPrompts) out.push_back({fmt::format("\"{}\"", text), encode(text)});
   return out;
 }
 
 // Loads into b in place: the models hold views of its checkpoints' memory.
-void load(Bench& b, const SpeculativeTarget& target, const Settings& settings, const SpeculativePlan& plan) {
+void load(Bench& b, const SpeculativeTarget& target, const Settings& settings,
+          const SpeculativePlan& plan) {
   b.name = target.name;
   const model::LoadOptions options = load_options(settings, "");
   std::unique_ptr<model::Model> m;
@@ -199,32 +205,39 @@ void load(Bench& b, const SpeculativeTarget& target, const Settings& settings, c
     m = model::load_model(target.dir, options);
     b.bits = m->info().quantization;
     b.tokenizer = text::Tokenizer::load(target.dir);
-    b.chat_template.emplace(text::chat::ChatTemplate::load(target.dir));  // ChatML where it ships none
+    b.chat_template.emplace(
+        text::chat::ChatTemplate::load(target.dir));  // ChatML where it ships none
     b.stop_ids = b.tokenizer->eos_ids();
     for (int32_t id : m->config().eos_token_ids)
-      if (std::find(b.stop_ids.begin(), b.stop_ids.end(), id) == b.stop_ids.end()) b.stop_ids.push_back(id);
+      if (std::find(b.stop_ids.begin(), b.stop_ids.end(), id) == b.stop_ids.end())
+        b.stop_ids.push_back(id);
   } else {
     b.bits = std::to_string(target.bits);
     b.checkpoint = model::make_synthetic_checkpoint(target.config, {.bits = target.bits});
-    m = model::load_model(b.checkpoint.config, formats::WeightStore::from_tensors(b.checkpoint.tensors), options);
+    m = model::load_model(b.checkpoint.config,
+                          formats::WeightStore::from_tensors(b.checkpoint.tensors), options);
   }
   b.vocab = m->config().vocab_size;
   b.most_drafts = m->max_verify_tokens() - 1;
-  check(b.most_drafts >= 1, ErrorKind::kUnsupported, "{} cannot verify drafts (Model::max_verify_tokens)", b.name);
+  check(b.most_drafts >= 1, ErrorKind::kUnsupported,
+        "{} cannot verify drafts (Model::max_verify_tokens)", b.name);
   if (!plan.draft_shape.empty()) {
     const int bits = target.dir.empty() ? target.bits : 4;
-    b.draft_checkpoint = model::make_synthetic_checkpoint(with_vocabulary(bench_shape_config(plan.draft_shape), b.vocab),
-                                                          {.bits = bits});
-    b.draft_shape = model::load_model(b.draft_checkpoint.config,
-                                      formats::WeightStore::from_tensors(b.draft_checkpoint.tensors), options);
+    b.draft_checkpoint = model::make_synthetic_checkpoint(
+        with_vocabulary(bench_shape_config(plan.draft_shape), b.vocab), {.bits = bits});
+    b.draft_shape =
+        model::load_model(b.draft_checkpoint.config,
+                          formats::WeightStore::from_tensors(b.draft_checkpoint.tensors), options);
   }
   if (!plan.draft_model.empty()) {  // loaded as --draft-model loads it: without quantizing
     b.draft_model = model::load_model(plan.draft_model, load_options(settings, "none"));
     check(b.draft_model->config().vocab_size == b.vocab, ErrorKind::kInvalidInput,
-          "the draft model's vocabulary has {} tokens; the target's {}", b.draft_model->config().vocab_size, b.vocab);
+          "the draft model's vocabulary has {} tokens; the target's {}",
+          b.draft_model->config().vocab_size, b.vocab);
   }
   int64_t longest = plan.prompt;
-  for (const Prompt& p : real_prompts(b, plan)) longest = std::max(longest, static_cast<int64_t>(p.ids.size()));
+  for (const Prompt& p : real_prompts(b, plan))
+    longest = std::max(longest, static_cast<int64_t>(p.ids.size()));
   Settings engine_settings = settings;
   engine_settings.draft_model.clear();  // the bench's own --draft-model, loaded above
   runtime::EngineOptions o = engine_options(engine_settings, longest + plan.tokens + 1);
@@ -253,11 +266,13 @@ std::string sweep(Bench& b, const SpeculativePlan& plan) {
     prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 1) % b.vocab);
   std::fprintf(stderr, "bench: %s: plain greedy decoding, %lld tokens after %lld\n", b.name.c_str(),
                static_cast<long long>(plan.tokens), static_cast<long long>(plan.prompt));
-  const Run recorded = run(b, prompt, plan.tokens, kPlain);  // the tokens; also warms workspaces and graphs
+  const Run recorded =
+      run(b, prompt, plan.tokens, kPlain);  // the tokens; also warms workspaces and graphs
   const Run plain = run(b, prompt, plan.tokens, kPlain);
   const double plain_step = plain.tok_s() > 0 ? 1.0 / plain.tok_s() : 0;
-  std::string out = fmt::format("| {} | {} | plain | — | — | {:.1f} | 1.00 | — | {:.3f} | — | — | — | {} |\n", b.name,
-                                b.bits, plain.tok_s(), plain_step * 1e3, yes_no(plain.tokens == recorded.tokens));
+  std::string out = fmt::format(
+      "| {} | {} | plain | — | — | {:.1f} | 1.00 | — | {:.3f} | — | — | — | {} |\n", b.name, b.bits,
+      plain.tok_s(), plain_step * 1e3, yes_no(plain.tokens == recorded.tokens));
   struct Cost {
     std::string name;
     model::Model* model;  // null: free drafts
@@ -280,11 +295,13 @@ std::string sweep(Bench& b, const SpeculativePlan& plan) {
           std::vector<int32_t> scratch;
           inner->propose(prompt, 1, scratch);
         }
-        return OracleDrafter(prompt.size(), recorded.tokens, acceptance, plan.seed, b.vocab, inner.get());
+        return OracleDrafter(prompt.size(), recorded.tokens, acceptance, plan.seed, b.vocab,
+                             inner.get());
       };
       std::fprintf(stderr, "bench: %s: %lld drafts a step, drafter cost %s\n", b.name.c_str(),
                    static_cast<long long>(k), cost.name.c_str());
-      {  // untimed: captures this length's verify graphs (and the draft model's); times a verify step
+      {  // untimed: captures this length's verify graphs (and the draft model's); times a verify
+         // step
         OracleDrafter all = oracle(1.0);
         (void)run(b, prompt, plan.tokens, params, &all);
         if (cost.model == nullptr) verify_step = median(all.gaps());
@@ -295,21 +312,25 @@ std::string sweep(Bench& b, const SpeculativePlan& plan) {
           OracleDrafter drafter = oracle(acceptance);
           const Run r = run(b, prompt, plan.tokens, params, &drafter);
           const double draft_step =
-              drafter.calls() > 0 ? drafter.inner_seconds() / static_cast<double>(drafter.calls()) : 0;
+              drafter.calls() > 0 ? drafter.inner_seconds() / static_cast<double>(drafter.calls())
+                                  : 0;
           double expected = 0;  // sum of a^i, i = 1..k: P(the first i drafts are right)
           for (int64_t i = 1; i <= k; ++i) expected += std::pow(acceptance, static_cast<double>(i));
-          const double predicted = verify_step + draft_step > 0
-                                       ? (1.0 + r.accepted_per_step()) * plain_step / (verify_step + draft_step)
-                                       : 0;
-          out += fmt::format("| {} | {} | {} | {} | {} | {:.1f} | {:.2f} | {:.2f} ({:.2f}) | {:.3f} | {:.3f} | {:.3f} | "
-                             "{:.2f} | {} |\n",
-                             b.name, b.bits, cost.name, lengths_cell(asked, k), a, r.tok_s(),
-                             plain.tok_s() > 0 ? r.tok_s() / plain.tok_s() : 0, r.accepted_per_step(), expected,
-                             plain_step * 1e3, verify_step * 1e3, draft_step * 1e3, predicted,
-                             yes_no(r.tokens == recorded.tokens));
+          const double predicted =
+              verify_step + draft_step > 0
+                  ? (1.0 + r.accepted_per_step()) * plain_step / (verify_step + draft_step)
+                  : 0;
+          out += fmt::format(
+              "| {} | {} | {} | {} | {} | {:.1f} | {:.2f} | {:.2f} ({:.2f}) | {:.3f} | {:.3f} | "
+              "{:.3f} | "
+              "{:.2f} | {} |\n",
+              b.name, b.bits, cost.name, lengths_cell(asked, k), a, r.tok_s(),
+              plain.tok_s() > 0 ? r.tok_s() / plain.tok_s() : 0, r.accepted_per_step(), expected,
+              plain_step * 1e3, verify_step * 1e3, draft_step * 1e3, predicted,
+              yes_no(r.tokens == recorded.tokens));
         } catch (const std::exception& e) {
-          out += fmt::format("| {} | {} | {} | {} | {} | failed: {} |||||||\n", b.name, b.bits, cost.name,
-                             lengths_cell(asked, k), a, cell_text(e.what()));
+          out += fmt::format("| {} | {} | {} | {} | {} | failed: {} |||||||\n", b.name, b.bits,
+                             cost.name, lengths_cell(asked, k), a, cell_text(e.what()));
         }
       }
     }
@@ -320,7 +341,8 @@ std::string sweep(Bench& b, const SpeculativePlan& plan) {
 // The real drafters' rows for one target: per prompt, plain, then each drafter at each length.
 std::string real(Bench& b, const SpeculativePlan& plan) {
   std::vector<std::pair<std::string, Method>> drafters = {{"n-gram", Method::kNgram}};
-  if (b.draft_model) drafters.emplace_back(fmt::format("draft model {}", plan.draft_model), Method::kDraft);
+  if (b.draft_model)
+    drafters.emplace_back(fmt::format("draft model {}", plan.draft_model), Method::kDraft);
   std::string out;
   for (const Prompt& p : real_prompts(b, plan)) {
     std::fprintf(stderr, "bench: %s: real drafters on %s\n", b.name.c_str(), p.name.c_str());
@@ -334,15 +356,19 @@ std::string real(Bench& b, const SpeculativePlan& plan) {
           const Run r = run(b, p.ids, plan.tokens, {method, k});
           const runtime::SpeculativeStats& s = r.speculative;
           out += fmt::format(
-              "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.2f} | {} |\n", b.name, b.bits,
-              name, p.name, p.ids.size(), lengths_cell(asked, k), r.tokens.size(),
-              s.drafted > 0 ? fmt::format("{:.1f}", 100.0 * static_cast<double>(s.accepted) / static_cast<double>(s.drafted))
+              "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.2f} | {} "
+              "|\n",
+              b.name, b.bits, name, p.name, p.ids.size(), lengths_cell(asked, k), r.tokens.size(),
+              s.drafted > 0 ? fmt::format("{:.1f}", 100.0 * static_cast<double>(s.accepted) /
+                                                        static_cast<double>(s.drafted))
                             : std::string("—"),
-              r.accepted_per_step(), plain.tok_s(), r.tok_s(), plain.tok_s() > 0 ? r.tok_s() / plain.tok_s() : 0,
+              r.accepted_per_step(), plain.tok_s(), r.tok_s(),
+              plain.tok_s() > 0 ? r.tok_s() / plain.tok_s() : 0,
               yes_no(r.tokens == recorded.tokens && plain.tokens == recorded.tokens));
         } catch (const std::exception& e) {
-          out += fmt::format("| {} | {} | {} | {} | {} | {} | failed: {} ||||||\n", b.name, b.bits, name, p.name,
-                             p.ids.size(), lengths_cell(asked, k), cell_text(e.what()));
+          out +=
+              fmt::format("| {} | {} | {} | {} | {} | {} | failed: {} ||||||\n", b.name, b.bits,
+                          name, p.name, p.ids.size(), lengths_cell(asked, k), cell_text(e.what()));
         }
       }
   }
@@ -362,23 +388,28 @@ std::string join(const auto& values) {
 
 std::string speculative_settings(const SpeculativePlan& plan, const Settings& settings) {
   return fmt::format(
-      "settings: greedy, {} tokens per request; sweep prompt {} token ids; acceptance {} %; draft lengths {}; "
-      "drafter costs: none{}{}; oracle seed {}; KV cache {}; run_ahead {} (plain decoding, on a GPU); CUDA graphs {}",
+      "settings: greedy, {} tokens per request; sweep prompt {} token ids; acceptance {} %; draft "
+      "lengths {}; "
+      "drafter costs: none{}{}; oracle seed {}; KV cache {}; run_ahead {} (plain decoding, on a "
+      "GPU); CUDA graphs {}",
       plan.tokens, plan.prompt, join(plan.acceptance), join(plan.lengths),
       plan.draft_shape.empty() ? "" : ", " + plan.draft_shape + " (random weights)",
       plan.draft_model.empty() ? "" : ", " + plan.draft_model, plan.seed,
-      settings.kv_cache_type.empty() ? "auto" : settings.kv_cache_type, settings.run_ahead ? "on" : "off",
-      settings.cuda_graphs ? "on" : "off");
+      settings.kv_cache_type.empty() ? "auto" : settings.kv_cache_type,
+      settings.run_ahead ? "on" : "off", settings.cuda_graphs ? "on" : "off");
 }
 
 std::string speculative_sweep_header() {
-  return "| model | bits | drafter cost | drafts/step | acceptance % | decode tok/s | speedup | accepted/step "
-         "(expected) | plain step ms | verify step ms | draft ms/step | predicted speedup | tokens match |\n"
+  return "| model | bits | drafter cost | drafts/step | acceptance % | decode tok/s | speedup | "
+         "accepted/step "
+         "(expected) | plain step ms | verify step ms | draft ms/step | predicted speedup | tokens "
+         "match |\n"
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 }
 
 std::string speculative_real_header() {
-  return "| model | bits | drafter | prompt | prompt tokens | drafts/step | tokens | accepted % | accepted/step | "
+  return "| model | bits | drafter | prompt | prompt tokens | drafts/step | tokens | accepted % | "
+         "accepted/step | "
          "plain tok/s | speculative tok/s | speedup | tokens match |\n"
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 }
@@ -396,36 +427,53 @@ SpeculativeRows bench_speculative(const SpeculativeTarget& target, const Setting
 
 std::string speculative_sweep_notes(const SpeculativePlan& plan) {
   return fmt::format(
-      "\nForced acceptance: random weights never agree with a real draft, so a plain greedy run first records "
-      "the target's {} tokens for a prompt of {} token ids; a second plain run sets the pace (plain). Each "
-      "speculative run drafts with an oracle: for generated position i it proposes the recorded token when a "
-      "hash of (seed, i) falls below the acceptance, else another token, and it always proposes the full draft "
-      "length (draws go on after a wrong draft, which ends the step's acceptance), so every verify step checks "
-      "the same number of rows. With a drafter cost, a draft model (a fresh ModelDrafter per run, shown the "
+      "\nForced acceptance: random weights never agree with a real draft, so a plain greedy run "
+      "first records "
+      "the target's {} tokens for a prompt of {} token ids; a second plain run sets the pace "
+      "(plain). Each "
+      "speculative run drafts with an oracle: for generated position i it proposes the recorded "
+      "token when a "
+      "hash of (seed, i) falls below the acceptance, else another token, and it always proposes "
+      "the full draft "
+      "length (draws go on after a wrong draft, which ends the step's acceptance), so every verify "
+      "step checks "
+      "the same number of rows. With a drafter cost, a draft model (a fresh ModelDrafter per run, "
+      "shown the "
       "prompt first, untimed) also drafts at every step and its proposals are discarded.\n"
-      "- decode tok/s: tokens after the first over the time since the first arrived (the first comes from the "
+      "- decode tok/s: tokens after the first over the time since the first arrived (the first "
+      "comes from the "
       "prefill); speedup: over plain, measured in the same run on the same engine.\n"
       "- accepted/step: accepted drafts over verify steps; expected: a + a^2 + ... + a^k.\n"
-      "- plain step ms: 1 / plain decode tok/s. verify step ms: the median time between one proposal's end and "
-      "the next's start in an untimed run at this length whose drafts are all right and free (the forward of "
-      "k + 1 rows, the picks read back, the engine's host work); draft ms/step: time in the draft model per "
+      "- plain step ms: 1 / plain decode tok/s. verify step ms: the median time between one "
+      "proposal's end and "
+      "the next's start in an untimed run at this length whose drafts are all right and free (the "
+      "forward of "
+      "k + 1 rows, the picks read back, the engine's host work); draft ms/step: time in the draft "
+      "model per "
       "proposal.\n"
       "- predicted speedup: (1 + accepted/step) x plain step / (verify step + draft ms/step).\n"
-      "- tokens match: the run's tokens equal the recorded plain ones (greedy verification is exact).\n"
-      "- A model verifies at most Model::max_verify_tokens() tokens a step (its own and the drafts): a longer "
+      "- tokens match: the run's tokens equal the recorded plain ones (greedy verification is "
+      "exact).\n"
+      "- A model verifies at most Model::max_verify_tokens() tokens a step (its own and the "
+      "drafts): a longer "
       "draft length runs at that most, shown as \"k (n asked)\".\n",
       plan.tokens, plan.prompt);
 }
 
 std::string speculative_real_notes(const SpeculativePlan& plan) {
   return fmt::format(
-      "\nReal drafters through the engine's own methods (n-gram prompt lookup; the draft model, whose prefill of "
-      "the prompt runs at the first verify step, inside the decode time). Each prompt runs plain twice (the "
-      "first records the tokens and warms up), then each drafter and length once untimed and once timed, up to "
-      "{} tokens (a model directory's end-of-sequence ids stop it; random shapes run to the end). A model "
+      "\nReal drafters through the engine's own methods (n-gram prompt lookup; the draft model, "
+      "whose prefill of "
+      "the prompt runs at the first verify step, inside the decode time). Each prompt runs plain "
+      "twice (the "
+      "first records the tokens and warms up), then each drafter and length once untimed and once "
+      "timed, up to "
+      "{} tokens (a model directory's end-of-sequence ids stop it; random shapes run to the end). "
+      "A model "
       "directory's prompts are rendered with its chat template; a random shape's are token ids.\n"
       "- accepted %: accepted over drafted tokens; accepted/step: accepted over verify steps.\n"
-      "- tok/s: tokens after the first over the time since the first arrived; speedup: speculative over plain, "
+      "- tok/s: tokens after the first over the time since the first arrived; speedup: speculative "
+      "over plain, "
       "same prompt, same engine.\n"
       "- tokens match: the speculative and plain runs' tokens equal the recorded ones.\n",
       plan.tokens);

@@ -15,16 +15,17 @@
 namespace strata::cli {
 
 struct SpeculativePlan {
-  std::vector<int> acceptance = {0, 25, 50, 70, 90, 100};  // percent of drafts the oracle gets right
+  std::vector<int> acceptance = {0,  25, 50,
+                                 70, 90, 100};  // percent of drafts the oracle gets right
   // Drafts per verify step; a length past what the model verifies at once (less its own token) runs
   // at that most, and its cells say so.
   std::vector<int64_t> lengths = {1, 2, 4, 8};
-  int64_t prompt = 512;      // tokens of the sweep's prompt (and of the token-id code prompt)
-  int64_t tokens = 128;      // tokens each request generates
-  std::string draft_shape;   // a shape built with random weights (and the target's vocabulary) whose
-                             // drafting the sweep pays for; "": none
-  std::string draft_model;   // a model directory: the real drafter's model, and a cost in the sweep
-  uint64_t seed = 1;         // the oracle's draws
+  int64_t prompt = 512;     // tokens of the sweep's prompt (and of the token-id code prompt)
+  int64_t tokens = 128;     // tokens each request generates
+  std::string draft_shape;  // a shape built with random weights (and the target's vocabulary) whose
+                            // drafting the sweep pays for; "": none
+  std::string draft_model;  // a model directory: the real drafter's model, and a cost in the sweep
+  uint64_t seed = 1;        // the oracle's draws
 };
 
 // What to run: a named shape with random weights of `bits`, or a model directory (`dir` not empty:

@@ -55,7 +55,8 @@ TEST(OracleDrafter, RealisesTheForcedAcceptanceOverManyPositions) {
 
 TEST(OracleDrafter, ProposesTheFullLengthWithTheSameDrawPerPosition) {
   const std::vector<int32_t> want = recorded(64);
-  cli::OracleDrafter four(kPrompt, want, 0.5, /*seed=*/9, kVocab), eight(kPrompt, want, 0.5, /*seed=*/9, kVocab);
+  cli::OracleDrafter four(kPrompt, want, 0.5, /*seed=*/9, kVocab),
+      eight(kPrompt, want, 0.5, /*seed=*/9, kVocab);
   std::vector<int32_t> history(kPrompt, 3), a, b;
   history.insert(history.end(), want.begin(), want.begin() + 10);  // ten tokens generated
   four.propose(history, 4, a);
