@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "cli/bench_ops.h"
 #include "cli/bench_prefix.h"
 #include "cli/bench_shapes.h"
+#include "cli/bench_speculative.h"
 #include "cli/bench_traffic.h"
 #include "cli/commands.h"
 #include "cli/model_loading.h"
@@ -502,14 +504,15 @@ int run_bench(const BenchArgs& args) {
   const backend::DeviceInfo device = backend::device_info(s.device);
   Document doc;
   doc.output = args.output;
-  std::string head = fmt::format(
-      "# strata bench\n\ncommand: `{}`\n\ndevice: {} ({})", args.command_line,
+  std::string about = fmt::format(
+      "command: `{}`\n\ndevice: {} ({})", args.command_line,
       s.device == Device::kCpu ? cpu_description() : device.name, backend::device_label(s.device));
   if (device.total_bytes > 0)
-    head += fmt::format(
+    about += fmt::format(
         ", {:.1f} GiB, peak memory bandwidth {:.0f} GB/s, {:.1f} GiB in use before loading",
         static_cast<double>(device.total_bytes) / kGiB, device.peak_bandwidth / 1e9,
         static_cast<double>(device.total_bytes - device.free_bytes) / kGiB);
+  const std::string head = "# strata bench\n\n" + about;
   // One table of rows per shape and width (rows(shape, bits, config) returns them, or throws: a
   // failed row), then its notes; the exit status says whether any row failed.
   auto table = [&](const std::string& header, const std::string& notes, auto&& rows) {
@@ -553,6 +556,53 @@ int run_bench(const BenchArgs& args) {
                          });
     if (!breakdowns.empty()) doc.add(breakdowns);
     return rc;
+  }
+  if (args.speculative) {
+    SpeculativePlan plan;
+    if (!args.acceptance.empty()) plan.acceptance = args.acceptance;
+    if (!args.draft_lengths.empty()) plan.lengths = args.draft_lengths;
+    if (!args.prompts.empty()) plan.prompt = args.prompts.front();
+    if (args.decode > 0) plan.tokens = args.decode;
+    plan.draft_shape = args.draft_shape;
+    plan.draft_model = args.draft_model;
+    if (!plan.draft_shape.empty()) (void)bench_shape_config(plan.draft_shape);  // an unknown name fails first
+    std::vector<SpeculativeTarget> targets;
+    if (!args.model.empty()) {
+      const std::filesystem::path dir = std::filesystem::path(args.model).lexically_normal();
+      targets.push_back({(dir.has_filename() ? dir : dir.parent_path()).filename().string(), {}, 0, args.model});
+    } else {
+      for (const std::string& shape : s.shapes)
+        for (int bits : s.bits) {
+          if (shape == kDemoShape) {  // its own weights: one width
+            if (bits == s.bits.front()) targets.push_back({shape, {}, 0, model_path(Settings{}, nullptr)});
+            continue;
+          }
+          Json config = bench_shape_config(shape);
+          if (s.layers > 0) config = with_layers(std::move(config), s.layers);
+          targets.push_back({shape, std::move(config), bits, ""});
+        }
+    }
+    const std::string settings = speculative_settings(plan, s.settings);
+    doc.add(head + "\n\n" + settings + "\n\n## Forced acceptance\n\n" + speculative_sweep_header());
+    std::string real;
+    bool failed = false;
+    for (const SpeculativeTarget& target : targets) {
+      try {
+        const SpeculativeRows rows = bench_speculative(target, s.settings, plan);
+        failed = failed || (rows.sweep + rows.real).find("| failed: ") != std::string::npos;
+        doc.add(rows.sweep);
+        real += rows.real;
+      } catch (const std::exception& e) {
+        failed = true;
+        std::string why = e.what();
+        std::replace(why.begin(), why.end(), '|', '/');
+        doc.add(fmt::format("| {} | {} | failed: {} |\n", target.name, target.dir.empty() ? std::to_string(target.bits) : "", why));
+      }
+    }
+    doc.add(speculative_sweep_notes(plan));
+    doc.add("\n## Real drafters\n\n" + about + "\n\n" + settings + "\n\n" + speculative_real_header() + real +
+            speculative_real_notes(plan));
+    return failed ? 1 : 0;
   }
   doc.add(head + "\n\n" + table_header(s));
 

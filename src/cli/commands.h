@@ -115,6 +115,17 @@ struct BenchArgs {
   std::vector<int64_t> concurrency;
   // A system prompt of this many tokens: the prefix-cache table (cli/bench_prefix.h) instead.
   int64_t prefix_session = 0;
+  // Speculative decoding against plain decoding (cli/bench_speculative.h) instead: a forced-acceptance
+  // sweep over `acceptance` (percent) and `draft_lengths`, its drafts free or paying for a draft
+  // model of `draft_shape` (random weights) or the `draft_model` directory, and the real drafters
+  // (n-gram, `draft_model`) on `model` (a directory: its tokenizer and chat template) or the shapes;
+  // --prompt's first length (default 512) and --decode tokens (default 128) per request.
+  bool speculative = false;
+  std::vector<int> acceptance;         // empty: 0,25,50,70,90,100
+  std::vector<int64_t> draft_lengths;  // empty: 1,2,4,8
+  std::string draft_shape;
+  std::string draft_model;
+  std::string model;
   std::string output;        // also write the markdown here
   std::string command_line;  // printed above the table
 };

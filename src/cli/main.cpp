@@ -252,6 +252,28 @@ int main(int argc, char** argv) {
                    "A system prompt of N tokens: time to first token cold, warm from the prefix cache's device "
                    "and host tiers, and over a five-turn session, instead of the usual table")
       ->check(CLI::Range(int64_t{513}, int64_t{1} << 20));
+  bench_cmd->add_flag("--speculative", bench.speculative,
+                      "Speculative decoding against plain greedy decoding instead of the usual table: a forced-"
+                      "acceptance sweep and real drafters (n-gram; --draft-model), tokens checked against plain");
+  bench_cmd
+      ->add_option("--acceptance", bench.acceptance,
+                   "With --speculative: the share of drafts forced right, in percent (default 0,25,50,70,90,100)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 100));
+  bench_cmd
+      ->add_option("--draft-lengths", bench.draft_lengths,
+                   "With --speculative: drafts per verify step (default 1,2,4,8; at most what the model verifies)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
+  bench_cmd->add_option("--draft-shape", bench.draft_shape,
+                        "With --speculative: the sweep also pays for a draft model of this shape (random weights, "
+                        "the target's vocabulary), e.g. qwen3.5-0.8b");
+  bench_cmd->add_option("--draft-model", bench.draft_model,
+                        "With --speculative: a draft model directory (its vocabulary the target's): a real drafter, "
+                        "and a cost in the sweep");
+  bench_cmd->add_option("--model,-m", bench.model,
+                        "With --speculative: the target from a model directory (its own weights, tokenizer and chat "
+                        "template) instead of --shape");
   bench_cmd->add_option("--output,-o", bench.output, "Also write the markdown to this file");
 
   CacheArgs cache;

@@ -184,6 +184,62 @@ TEST(BenchCli, PrefixSessionReportsColdAndWarmFirstTokens) {
   }
 }
 
+// --speculative: the forced-acceptance sweep (a plain row, then per drafter cost and acceptance)
+// and the real drafters' table, each under the command and device, every run's tokens those of
+// plain greedy decoding; drafts never right are never accepted, drafts always right nearly always.
+TEST(BenchCli, SpeculativeSweepAndRealDraftersMatchPlainTokens) {
+  const CliResult r = strata_cli(
+      "bench --device cpu --speculative --shape tiny-hybrid --bits 4 --prompt 16 --decode 12 "
+      "--acceptance 0,100 --draft-lengths 2 --draft-shape tiny-dense",
+      /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const size_t real_at = r.out.find("## Real drafters");
+  ASSERT_NE(real_at, std::string::npos) << r.out;
+  for (const std::string& part : {r.out.substr(0, real_at), r.out.substr(real_at)}) {
+    EXPECT_NE(part.find("command: `strata bench --device cpu --speculative"), std::string::npos) << part;
+    EXPECT_NE(part.find("device: "), std::string::npos) << part;
+    EXPECT_NE(part.find("settings: greedy, 12 tokens per request"), std::string::npos) << part;
+  }
+
+  const Table sweep = parse_table(r.out);
+  ASSERT_EQ(sweep.header.size(), 13u) << r.out;
+  EXPECT_EQ(sweep.header[2], "drafter cost");
+  EXPECT_EQ(sweep.header[11], "predicted speedup");
+  EXPECT_EQ(sweep.header[12], "tokens match");
+  // plain, then free drafts and tiny-dense's cost, each at 0% and 100%.
+  ASSERT_EQ(sweep.rows.size(), 5u) << r.out;
+  EXPECT_EQ(sweep.rows[0][2], "plain");
+  EXPECT_GT(number(sweep.rows[0][5]), 0.0);
+  for (size_t i = 1; i < sweep.rows.size(); ++i) {
+    const std::vector<std::string>& row = sweep.rows[i];
+    SCOPED_TRACE(row[2] + " " + row[4]);
+    ASSERT_EQ(row.size(), 13u) << r.out;
+    EXPECT_EQ(row[2], i <= 2 ? "none (free drafts)" : "tiny-dense (random weights)");
+    EXPECT_EQ(row[3], "2");
+    EXPECT_EQ(row[12], "yes");
+    for (size_t c : {5, 6, 9, 11}) EXPECT_GT(number(row[c]), 0.0) << sweep.header[c];
+    EXPECT_EQ(number(row[10]) > 0.0, i > 2) << "draft ms/step: only a draft model costs time";
+    const double accepted = std::stod(row[7]);
+    if (row[4] == "0") {
+      EXPECT_EQ(row[7], "0.00 (0.00)");
+    } else {
+      EXPECT_EQ(row[4], "100");
+      // Two a step, less where the budget cuts the last one short.
+      EXPECT_GT(accepted, 1.5);
+      EXPECT_LE(accepted, 2.0);
+    }
+  }
+
+  const Table real = parse_table(r.out.substr(real_at));
+  ASSERT_EQ(real.header.size(), 13u) << r.out;
+  EXPECT_EQ(real.header[2], "drafter");
+  ASSERT_EQ(real.rows.size(), 1u) << r.out;
+  EXPECT_EQ(real.rows[0][2], "n-gram");
+  EXPECT_EQ(real.rows[0][4], "16");
+  EXPECT_EQ(real.rows[0][6], "12");
+  EXPECT_EQ(real.rows[0][12], "yes");
+}
+
 TEST(BenchCli, RejectsUnknownShapesAndWidths) {
   const CliResult shape = strata_cli("bench --device cpu --shape qwen9 --quick");
   EXPECT_EQ(shape.exit_code, 1);
@@ -195,6 +251,12 @@ TEST(BenchCli, RejectsUnknownShapesAndWidths) {
   EXPECT_EQ(bits.exit_code, 2) << bits.out;
   const CliResult decode = strata_cli("bench --device cpu --shape tiny-dense --decode 1");
   EXPECT_EQ(decode.exit_code, 2) << decode.out;
+  const CliResult draft = strata_cli("bench --device cpu --speculative --shape tiny-dense --draft-shape qwen9");
+  EXPECT_EQ(draft.exit_code, 1);
+  EXPECT_NE(draft.out.find("unknown shape 'qwen9'"), std::string::npos) << draft.out;
+  EXPECT_EQ(draft.out.find("| model |"), std::string::npos) << "no table before the arguments are checked";
+  const CliResult acceptance = strata_cli("bench --device cpu --speculative --shape tiny-dense --acceptance 101");
+  EXPECT_EQ(acceptance.exit_code, 2) << acceptance.out;
 }
 
 }  // namespace
