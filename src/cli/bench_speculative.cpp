@@ -158,7 +158,7 @@ Run run(Bench& b, const std::vector<int32_t>& prompt, int64_t tokens,
   return r;
 }
 
-const runtime::SpeculativeParams kPlain = {Method::kOff, 0};
+const runtime::SpeculativeParams kPlain = {.method = Method::kOff};
 
 // A config of the draft shape that drafts for this target: the shape's layers and widths, the
 // target's vocabulary (a draft model shares its target's ids).
@@ -281,11 +281,17 @@ std::string sweep(Bench& b, const SpeculativePlan& plan) {
   if (b.draft_shape) costs.push_back({plan.draft_shape + " (random weights)", b.draft_shape.get()});
   if (b.draft_model) costs.push_back({"draft model", b.draft_model.get()});
   const int64_t ctx = b.engine->options().context_size;
-  for (int64_t asked : plan.lengths) {
+  // Every length fixed (each step drafts k), then the longest adapting (runtime::DraftLength: as
+  // many as pay, none while drafts do not) with free drafts.
+  std::vector<std::pair<int64_t, bool>> lengths;
+  for (int64_t asked : plan.lengths) lengths.emplace_back(asked, false);
+  if (!plan.lengths.empty()) lengths.emplace_back(plan.lengths.back(), true);
+  for (const auto& [asked, adaptive] : lengths) {
     const int64_t k = std::min(asked, b.most_drafts);
-    const runtime::SpeculativeParams params = {Method::kCustom, k};
+    const runtime::SpeculativeParams params = {.method = Method::kCustom, .draft_max = k, .adaptive = adaptive};
     double verify_step = 0;  // from the free-draft run below that accepts every draft
     for (const Cost& cost : costs) {
+      if (adaptive && cost.model != nullptr) continue;
       // A fresh drafter per run; a draft model first sees the prompt alone (its prefill), untimed.
       std::unique_ptr<runtime::ModelDrafter> inner;
       auto oracle = [&](double acceptance) {
@@ -324,7 +330,7 @@ std::string sweep(Bench& b, const SpeculativePlan& plan) {
               "| {} | {} | {} | {} | {} | {:.1f} | {:.2f} | {:.2f} ({:.2f}) | {:.3f} | {:.3f} | "
               "{:.3f} | "
               "{:.2f} | {} |\n",
-              b.name, b.bits, cost.name, lengths_cell(asked, k), a, r.tok_s(),
+              b.name, b.bits, cost.name, adaptive ? "≤ " + lengths_cell(asked, k) + " adaptive" : lengths_cell(asked, k), a, r.tok_s(),
               plain.tok_s() > 0 ? r.tok_s() / plain.tok_s() : 0, r.accepted_per_step(), expected,
               plain_step * 1e3, verify_step * 1e3, draft_step * 1e3, predicted,
               yes_no(r.tokens == recorded.tokens));
@@ -348,17 +354,22 @@ std::string real(Bench& b, const SpeculativePlan& plan) {
     std::fprintf(stderr, "bench: %s: real drafters on %s\n", b.name.c_str(), p.name.c_str());
     const Run recorded = run(b, p.ids, plan.tokens, kPlain);  // also warms this prompt's graphs
     const Run plain = run(b, p.ids, plan.tokens, kPlain);
+    std::vector<std::pair<int64_t, bool>> lengths;  // each fixed, then the longest adapting
+    for (int64_t asked : plan.lengths) lengths.emplace_back(asked, false);
+    if (!plan.lengths.empty()) lengths.emplace_back(plan.lengths.back(), true);
     for (const auto& [name, method] : drafters)
-      for (int64_t asked : plan.lengths) {
+      for (const auto& [asked, adaptive] : lengths) {
         const int64_t k = std::min(asked, b.most_drafts);
+        const runtime::SpeculativeParams params = {.method = method, .draft_max = k, .adaptive = adaptive};
         try {
-          (void)run(b, p.ids, plan.tokens, {method, k});  // untimed: this length's verify graphs
-          const Run r = run(b, p.ids, plan.tokens, {method, k});
+          (void)run(b, p.ids, plan.tokens, params);  // untimed: this length's verify graphs
+          const Run r = run(b, p.ids, plan.tokens, params);
           const runtime::SpeculativeStats& s = r.speculative;
           out += fmt::format(
               "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.2f} | {} "
               "|\n",
-              b.name, b.bits, name, p.name, p.ids.size(), lengths_cell(asked, k), r.tokens.size(),
+              b.name, b.bits, name, p.name, p.ids.size(),
+              adaptive ? "≤ " + lengths_cell(asked, k) + " adaptive" : lengths_cell(asked, k), r.tokens.size(),
               s.drafted > 0 ? fmt::format("{:.1f}", 100.0 * static_cast<double>(s.accepted) /
                                                         static_cast<double>(s.drafted))
                             : std::string("—"),

@@ -41,6 +41,7 @@ runtime::EngineOptions engine_options(const Settings& settings, int64_t context_
   options.prefix_cache_compress = settings.prefix_cache_compress;
   options.speculative = {runtime::parse_speculative_method(settings.speculative), settings.draft_max};
   options.self_draft_layers = settings.self_draft_layers;
+  options.speculative_adaptive = settings.speculative_adaptive;
   if (!settings.draft_model.empty())  // loaded as the model is, without quantizing on load
     options.draft_model = model::load_model(settings.draft_model, load_options(settings, "none"));
   if (options.prefix_cache_disk_bytes > 0) options.state_dir = state_root(settings);

@@ -169,7 +169,7 @@ const std::vector<SettingSpec>& table() {
        .type = SettingType::kEnum,
        .flag = "--speculative",
        .env = "STRATA_SPECULATIVE",
-       .help = "Speculative decoding of greedy requests that do not choose for themselves: ngram "
+       .help = "Speculative decoding of requests that do not choose for themselves: ngram "
                "(drafts looked up in the prompt and output), draft (drafts from draft_model) or "
                "self (drafts from the model's own first self_draft_layers layers), checked k at a "
                "time in one step, the tokens exactly plain decoding's; or off",
@@ -184,6 +184,13 @@ const std::vector<SettingSpec>& table() {
        .min = 1,
        .max = 16,
        .field = &Settings::draft_max},
+      {.name = "speculative_adaptive",
+       .type = SettingType::kBool,
+       .env = "STRATA_SPECULATIVE_ADAPTIVE",
+       .help = "Each verify step drafts as many tokens as pay, from the request's running "
+               "acceptance and the measured cost of each verify length, and none while drafts do "
+               "not pay (false: always up to draft_max)",
+       .field = &Settings::speculative_adaptive},
       {.name = "draft_model",
        .type = SettingType::kString,
        .flag = "--draft-model",

@@ -45,9 +45,10 @@ struct Settings {
   bool any_model = false;  // the server serves a request naming a model it does not know (no 404)
   int64_t responses_store = 1024;     // responses kept for previous_response_id and GET (0: none)
   int64_t responses_store_mib = 256;  // the memory they may take, in MiB
-  // Speculative decoding of greedy requests (runtime::EngineOptions::speculative).
+  // Speculative decoding (runtime::EngineOptions::speculative).
   std::string speculative = "off";  // off, ngram, draft or self
   int64_t draft_max = 4;            // drafts per verify step
+  bool speculative_adaptive = true;  // EngineOptions::speculative_adaptive
   std::string draft_model;          // the draft model of speculative = draft ("": none)
   int64_t self_draft_layers = 0;    // the first layers drafting for speculative = self (0: 1/4)
   // How a model runs: switches to compare against (model::LoadOptions, runtime::EngineOptions).

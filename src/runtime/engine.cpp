@@ -120,6 +120,12 @@ struct Engine::Active {
   Drafter* drafter = nullptr;
   int64_t draft_max = 0;
   std::optional<DraftLength> length;  // adaptive: how many of them the next verify step takes
+  // Drafts made while it decodes plainly, for the history's first `shadow_at` tokens, checked
+  // against the tokens that follow (evidence for `length` without a verify step).
+  std::vector<int32_t> shadow;
+  size_t shadow_at = 0;
+  double propose_seconds = 0.0;  // the drafter's time per proposal (a running average)
+  int64_t since_shadow = 0;      // plain steps since the last shadow drafts
   bool may_run_ahead_plain = false;   // may_run_ahead, for its plain steps
   bool verify_on_device = false;  // its verify rows' picks run where the logits lie
   std::vector<int32_t> drafts, verify;
@@ -457,7 +463,7 @@ void Engine::start(std::shared_ptr<Work> work, int slot, int64_t cached, CacheTi
         r.drafter = r.own_drafter.get();
       }
       r.result.speculative.method = request.drafter != nullptr ? Method::kCustom : method;
-      if (options_.speculative_adaptive) r.length.emplace(r.draft_max);
+      if (request.speculative.adaptive.value_or(options_.speculative_adaptive)) r.length.emplace(r.draft_max);
       r.may_run_ahead_plain = r.may_run_ahead;
       r.may_run_ahead = false;
       // Greedy picks and plain draws run where the logits lie; edits and masks that follow the
@@ -518,7 +524,9 @@ void Engine::step() {
   run_ahead_all();
   for (auto& a : running_)
     guarded(*a, [&](Active& r) {
-      if (r.pick_pending) read_pick(r);
+      if (!r.pick_pending) return;
+      read_pick(r);
+      if (r.length && !r.done) settle_shadow(r);
     });
   const Clock::time_point read = Clock::now();
   if (lone_tokens_ > 0) step_costs_.add(lone_tokens_, seconds_between(last_read_, read));
@@ -571,6 +579,39 @@ int64_t Engine::decoding_now() const {
   });
 }
 
+void Engine::count_propose(Active& a, Clock::time_point since) {
+  const double s = seconds_between(since, Clock::now());
+  a.propose_seconds = a.propose_seconds == 0.0 ? s : 0.8 * a.propose_seconds + 0.2 * s;
+}
+
+void Engine::shadow_propose(Active& a) {
+  if (!a.length || !a.shadow.empty() || a.drafter == nullptr) return;
+  ++a.since_shadow;
+  // Drafting costs at most 3% of the plain steps since the last shadow drafts.
+  const double plain = step_costs_.plain_seconds();
+  if (plain > 0.0 && a.propose_seconds > 0.03 * plain * static_cast<double>(a.since_shadow)) return;
+  const int64_t room_left = a.seq->capacity() - static_cast<int64_t>(a.history.size()) - 1;
+  const int64_t most = std::min(a.draft_max, room_left);
+  if (most <= 0) return;
+  const Clock::time_point proposing = Clock::now();
+  a.drafter->propose(a.history, most, a.shadow);
+  count_propose(a, proposing);
+  if (static_cast<int64_t>(a.shadow.size()) > most) a.shadow.resize(static_cast<size_t>(most));
+  a.shadow_at = a.history.size();
+  a.since_shadow = 0;
+}
+
+void Engine::settle_shadow(Active& a) {
+  if (a.shadow.empty() || a.history.size() <= a.shadow_at) return;
+  const size_t have = std::min(a.history.size() - a.shadow_at, a.shadow.size());
+  size_t same = 0;
+  while (same < have && a.history[a.shadow_at + same] == a.shadow[same]) ++same;
+  if (same == a.shadow.size() || same < have) {  // all accepted, or one refused
+    a.length->verified(static_cast<int64_t>(same), same < have);
+    a.shadow.clear();
+  }
+}
+
 bool Engine::plain_next(const Active& a) const {
   return a.draft_max == 0 || (a.length && a.length->choose(step_costs_, decoding_now() - 1) == 0);
 }
@@ -589,7 +630,10 @@ void Engine::run_ahead_all() {
   step_requests_ += static_cast<int64_t>(batch_.size());
   for (Active* a : batch_) {
     if (a->request().controller) a->random_before = a->sampler->random_state();
-    if (a->length) a->length->plain_step();
+    if (a->length) {
+      a->length->plain_step();
+      shadow_propose(*a);
+    }
   }
   queue_picks(batch_, /*ahead=*/true);
   for (Active* a : batch_) a->ahead = !a->done;
@@ -748,8 +792,14 @@ bool Engine::verify(Active& a, int64_t& budget, int64_t others) {
   const int64_t left = a.budget - static_cast<int64_t>(a.result.tokens.size()) - 1;
   const int64_t room_left = a.seq->capacity() - a.seq->n_tokens() - 1;
   const int64_t most = std::min({a.length ? a.length->choose(step_costs_, others) : a.draft_max, left, room_left});
-  if (most <= 0) return false;
+  if (most <= 0) {
+    shadow_propose(a);
+    return false;
+  }
+  a.shadow.clear();  // a verify step brings its own evidence
+  const Clock::time_point proposing = Clock::now();
   a.drafter->propose(a.history, most, a.drafts);
+  count_propose(a, proposing);
   if (a.drafts.empty()) return false;
   if (static_cast<int64_t>(a.drafts.size()) > most) a.drafts.resize(static_cast<size_t>(most));
   const int64_t V = model_->config().vocab_size;

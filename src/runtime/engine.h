@@ -66,7 +66,7 @@ struct EngineOptions {
   // The host tier's page-locked memory locked when the engine starts (a server: about 0.5 s per
   // GiB), rather than as demotions first need it (a one-shot command that may never demote).
   bool prefix_cache_lock_host = false;
-  // Speculative decoding for greedy requests that do not choose for themselves (method kDefault
+  // Speculative decoding for requests that do not choose for themselves (method kDefault
   // here: off), and the drafts per verify step (0: 4; at most what the model verifies at once).
   SpeculativeParams speculative = {};
   // Each verify step's drafts follow the request's running acceptance and the measured cost of
@@ -287,6 +287,11 @@ class Engine {
   // plainly next (its DraftLength says no drafts, or it has no maximum): then it may run ahead.
   int64_t decoding_now() const;
   bool plain_next(const Active& a) const;
+  // Shadow drafts (DraftLength): proposed at a plain step when the drafter's time allows, settled
+  // once the tokens that follow agree with all of them or refuse one.
+  void shadow_propose(Active& a);
+  void settle_shadow(Active& a);
+  void count_propose(Active& a, std::chrono::steady_clock::time_point since);
   void feed_all(int64_t& budget);  // phase 3's decodes
   bool decode_batch();             // entries_ as batched steps; false (batch_ failed) on an error
   void prefill(Active& a);

@@ -68,6 +68,7 @@ class StepCosts {
   void add(int64_t tokens, double seconds);
   // The cost of a step of `tokens` tokens in plain steps (1 for a plain step).
   double ratio(int64_t tokens) const;
+  double plain_seconds() const { return seconds_.size() > 1 ? seconds_[1] : 0.0; }  // 0: unknown
 
  private:
   std::vector<double> seconds_;  // by tokens; 0: not measured
@@ -82,6 +83,9 @@ class StepCosts {
 // (n + tokens) / (1 + cost) beats n + 1). Plain steps age the evidence, so a request whose drafts
 // stopped paying tries again now and then: at 0% acceptance, where a draft costs 3-5% of a step,
 // about one verify in 15 steps, which costs under 0.5%; where a draft costs a step (a CPU), never.
+// While it decodes plainly the engine also checks drafts against the tokens that follow without
+// verifying them (Engine's shadow drafts: a drafter that costs little each step, a costly one now
+// and then), so evidence keeps coming where a verify would cost too much to try.
 class DraftLength {
  public:
   explicit DraftLength(int64_t max) : max_(max) {}

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace strata::runtime {
@@ -16,6 +17,9 @@ struct SpeculativeParams {
   Method method = Method::kDefault;  // kDefault: the engine's; for the engine, kDefault = off
   int64_t draft_max = 0;             // drafts per verify step; 0: the engine's (or 4)
   int64_t layers = 0;                // kSelf: the first layers that draft; 0: the engine's
+  // Draft lengths that follow acceptance and cost (EngineOptions::speculative_adaptive); unset:
+  // the engine's.
+  std::optional<bool> adaptive = std::nullopt;
 };
 const char* speculative_method_name(SpeculativeParams::Method method);
 // "ngram", "draft", "self", "off" (and "none"); anything else is an invalid_input Error.

@@ -60,8 +60,8 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const Fields& f) {
 }
 
 // The strata extension's "speculative": a method name, or an object with the method, the drafts
-// per verify step and self-speculation's drafting layers (fewer than the model's: the server
-// checks that, knowing the model).
+// per verify step, self-speculation's drafting layers (fewer than the model's: the server checks
+// that, knowing the model) and whether draft lengths adapt.
 runtime::SpeculativeParams parse_speculative(const Fields& f) {
   runtime::SpeculativeParams p;
   const OrderedJson* v = f.get("speculative");
@@ -82,6 +82,7 @@ runtime::SpeculativeParams parse_speculative(const Fields& f) {
   if (auto name = s.string("method")) method(*name, s.param("method"));
   if (auto k = s.integer("draft_max", 1, 16)) p.draft_max = *k;
   if (auto layers = s.integer("layers", 1, 4096)) p.layers = *layers;
+  p.adaptive = s.boolean("adaptive");
   return p;
 }
 

@@ -49,8 +49,7 @@ struct GenerationOptions {
   int logprobs = -1;
   // The strata extension object's "speculative": "ngram", "draft", "self" or "off", or
   // {"method": ..., "draft_max": 1..16, "layers": self's drafting layers, >= 1 (the server checks
-  // them against the model's)}; absent: the server's default (greedy requests only; sampled ones
-  // decode plainly).
+  // them against the model's), "adaptive": bool}; absent: the server's default.
   runtime::SpeculativeParams speculative;
 };
 

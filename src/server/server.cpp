@@ -644,7 +644,7 @@ struct Server::Impl {
     if (o.speculative.method == runtime::SpeculativeParams::Method::kDraft && !model.engine.options().draft_model)
       bad_request("strata.speculative", "This server has no draft model (strata serve --draft-model).");
     if (const int64_t layers = model.engine.model().config().num_layers;
-        o.speculative.layers >= layers)
+        o.speculative.layers > 0 && o.speculative.layers >= layers)
       invalid_value("strata.speculative.layers",
                     fmt::format("self-speculation drafts with fewer than the model's {} layers, "
                                 "got {}.",

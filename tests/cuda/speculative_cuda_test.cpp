@@ -111,6 +111,41 @@ TEST_P(CudaSpeculativeExactness, NgramRejectedAndAcceptedDraftsGiveThePlainToken
   }
 }
 
+// Sampled requests (seeded; plain draws on the device, and with penalties on the host), adaptive
+// lengths, and self-speculation: the tokens are plain decoding's on the GPU too.
+TEST_P(CudaSpeculativeExactness, SampledAdaptiveAndSelfDraftsGiveThePlainTokens) {
+  Engine plain(load(), options(false));
+  EngineOptions o = options(true);
+  o.speculative_adaptive = true;
+  Engine spec(load(), o);
+  const int64_t V = plain.model().config().vocab_size;
+  for (int kind = 0; kind < 4; ++kind) {
+    GenerationRequest r = request(V, 60, false);
+    const std::string what = "kind " + std::to_string(kind);
+    if (kind <= 1) {
+      r.sampling.temperature = 0.9f;
+      r.sampling.top_p = 0.9f;
+      r.sampling.seed = 5 + static_cast<uint64_t>(kind);
+    }
+    if (kind == 1) r.sampling.presence_penalty = 0.5f;
+    if (kind == 2) r.speculative.adaptive = false;
+    if (kind == 3) r.speculative.method = SpeculativeParams::Method::kSelf;
+    const test::Outcome want = test::run_alone(plain, r);
+    const auto ngram = test::run_to_end(spec, r);
+    ASSERT_TRUE(ngram->result) << what << ": " << ngram->error;
+    EXPECT_EQ(ngram->result->tokens, want.tokens) << what;
+    ScriptDrafter right(r.prompt.size(), want.tokens, 0, V);
+    GenerationRequest accepted = r;
+    accepted.drafter = &right;
+    accepted.speculative.adaptive = false;
+    const auto yes = test::run_to_end(spec, accepted);
+    ASSERT_TRUE(yes->result) << what << ": " << yes->error;
+    EXPECT_EQ(yes->result->tokens, want.tokens) << what << ", every draft accepted";
+    EXPECT_GT(yes->result->speculative.accepted, 0) << what;
+    EXPECT_EQ(yes->result->speculative.accepted, yes->result->speculative.drafted) << what;
+  }
+}
+
 // A verify step's rows against one-token steps on a plain (unpaged) state, and the state after
 // keeping each prefix of it.
 TEST_P(CudaSpeculativeExactness, VerifyRowsAreOneTokenSteps) {

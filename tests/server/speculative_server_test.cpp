@@ -51,11 +51,14 @@ TEST_F(ServerSpeculative, GreedyChatAnswersAsPlainAndReportsItsDrafts) {
   EXPECT_EQ(s["method"], "ngram");
   EXPECT_GT(s["drafted"].get<int64_t>(), 0);
   EXPECT_LE(s["accepted"].get<int64_t>(), s["drafted"].get<int64_t>());
-  // The object form chooses the drafts per step; sampled requests decode plainly (no report).
-  const Json object = chat(body({{"strata", {{"speculative", {{"method", "ngram"}, {"draft_max", 2}}}}}}));
+  // The object form chooses the drafts per step and whether they adapt; a seeded sampled request
+  // speculates too and answers as it does plainly.
+  const Json object = chat(body({{"strata", {{"speculative", {{"method", "ngram"}, {"draft_max", 2}, {"adaptive", false}}}}}}));
   EXPECT_EQ(object["choices"][0]["message"]["content"], plain["choices"][0]["message"]["content"]);
+  const Json sampled_plain = chat(body({{"temperature", 0.8}, {"seed", 3}, {"strata", {{"speculative", "off"}}}}));
   const Json sampled = chat(body({{"temperature", 0.8}, {"seed", 3}}));
-  EXPECT_FALSE(sampled.contains("strata") && sampled["strata"].contains("speculative")) << sampled.dump();
+  EXPECT_EQ(sampled["choices"][0]["message"]["content"], sampled_plain["choices"][0]["message"]["content"]);
+  EXPECT_EQ(sampled["strata"]["speculative"]["method"], "ngram") << sampled.dump();
 }
 
 TEST_F(ServerSpeculative, StreamedChatAndStopStringsAnswerAsPlain) {
@@ -99,11 +102,13 @@ TEST_F(ServerSpeculative, CompletionsReportTooAndBadValuesAre400) {
   }
 }
 
-// Self-speculation: the model's own first layers draft; the answer is plain decoding's. A layer
-// count that leaves none of the model's layers out is a 400 naming the field.
+// Self-speculation: the model's own first layers draft; the answer is plain decoding's (drafting
+// every step: adapting, a CPU's verify steps cost too much to draft at all). A layer count that
+// leaves none of the model's layers out is a 400 naming the field.
 TEST_F(ServerSpeculative, SelfDraftsAnswerAsPlainAndLayersMustBeFewerThanTheModels) {
   const Json plain = chat(body(kOff));
-  for (const Json& self : {Json("self"), Json{{"method", "self"}, {"layers", 3}}}) {
+  for (const Json& self : {Json{{"method", "self"}, {"adaptive", false}},
+                           Json{{"method", "self"}, {"layers", 3}, {"adaptive", false}}}) {
     const Json spec = chat(body({{"strata", {{"speculative", self}}}}));
     EXPECT_EQ(spec["choices"][0]["message"]["content"], plain["choices"][0]["message"]["content"])
         << self.dump();
