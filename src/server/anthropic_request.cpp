@@ -351,6 +351,7 @@ GenerationOptions parse_options(const Fields& f, MessagesRoute route) {
   o.stop = parse_stop_sequences(f);
   if (const OrderedJson* metadata = f.object("metadata"))
     if (auto user = Fields(*metadata, "metadata").string("user_id")) o.user = *user;
+  o.speculative = parse_strata_speculative(f);
   return o;
 }
 

@@ -119,7 +119,7 @@ GenerationOptions parse_options(const Fields& f) {
   if (auto user = f.string("user")) o.user = *user;
   o.ignore_eos = f.boolean("ignore_eos").value_or(false);
   o.cache_prompt = f.boolean("cache_prompt").value_or(true);
-  if (const OrderedJson* ext = f.object("strata")) o.speculative = parse_speculative(Fields(*ext, "strata"));
+  o.speculative = parse_strata_speculative(f);
   return o;
 }
 
@@ -338,6 +338,11 @@ ResponseFormat parse_answer_shape(const Fields& f) {
 }
 
 }  // namespace
+
+runtime::SpeculativeParams parse_strata_speculative(const Fields& body) {
+  if (const OrderedJson* ext = body.object("strata")) return parse_speculative(Fields(*ext, "strata"));
+  return {};
+}
 
 void check_tool_choice(const ChatCompletionRequest& r, std::string_view choice, const std::string& name_param,
                        std::string_view tool) {

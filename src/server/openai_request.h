@@ -121,6 +121,11 @@ struct CompletionRequest {
 // "json_too_large" past a limit.
 OrderedJson parse_body(std::string_view body);
 
+class Fields;
+// The "speculative" choice in a request body's "strata" extension object (every API takes it; see
+// GenerationOptions::speculative): a 400 naming strata.speculative... when it is not one.
+runtime::SpeculativeParams parse_strata_speculative(const Fields& body);
+
 // What a parsed tool_choice asks of the tools (every API's): a required or named choice needs
 // tools, and a named one a tool of that name (else a 400 naming name_param). choice: the choice as
 // the error message names it; tool: what the API calls a tool ("tool", "function").

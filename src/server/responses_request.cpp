@@ -444,6 +444,7 @@ GenerationOptions parse_options(const Fields& f) {
     Fields(*so, "stream_options").boolean("include_obfuscation");  // nothing to obfuscate
   }
   if (auto user = f.string("user")) o.user = *user;
+  o.speculative = parse_strata_speculative(f);
   return o;
 }
 

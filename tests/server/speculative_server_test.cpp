@@ -1,7 +1,8 @@
 // Speculative decoding through the server: with the server's default on (n-gram), a greedy chat or
 // completion answers exactly as with the request's "strata": {"speculative": "off"}, whole or
 // streamed, with stop strings and max_tokens; the response's strata.speculative reports what it
-// did; a bad value is a 400 naming the field. Self-speculation answers as plain too.
+// did; a bad value is a 400 naming the field. Self-speculation answers as plain too, and the
+// Messages and Responses routes take the same choice.
 #include <gtest/gtest.h>
 
 #include "hybrid_server_model.h"
@@ -122,6 +123,46 @@ TEST_F(ServerSpeculative, SelfDraftsAnswerAsPlainAndLayersMustBeFewerThanTheMode
         server_.post("/v1/chat/completions", body({{"strata", {{"speculative", self}}}}));
     EXPECT_EQ(r.status, 400) << bad << " " << r.body;
     EXPECT_NE(r.body.find("strata.speculative.layers"), std::string::npos) << r.body;
+  }
+}
+
+// The Anthropic Messages and OpenAI Responses routes take the same strata.speculative choice:
+// drafting answers as "off" does, and a method that is none is a 400 naming the field.
+TEST_F(ServerSpeculative, MessagesAndResponsesTakeTheChoiceToo) {
+  const std::string prompt = "Say a b c a b c a b c a b c again and again: a b c a b c";
+  const Json messages = {{"model", "qwen3-test"},
+                         {"max_tokens", 40},
+                         {"temperature", 0},
+                         {"messages", {{{"role", "user"}, {"content", prompt}}}}};
+  const Json responses = {{"model", "qwen3-test"}, {"max_output_tokens", 40}, {"temperature", 0}, {"input", prompt}};
+  const Json drafting = {{"method", "ngram"}, {"draft_max", 3}, {"adaptive", false}};
+  for (const auto& [path, base] : {std::pair{"/v1/messages", messages}, std::pair{"/v1/responses", responses}}) {
+    auto with = [&](const Json& choice) {
+      Json b = base;
+      b["strata"] = {{"speculative", choice}};
+      return b;
+    };
+    const test::HttpResult off = server_.post(path, with("off"));
+    const test::HttpResult on = server_.post(path, with(drafting));
+    ASSERT_EQ(off.status, 200) << path << ": " << off.body;
+    ASSERT_EQ(on.status, 200) << path << ": " << on.body;
+    const Json a = Json::parse(off.body), b = Json::parse(on.body);
+    const char* answer = std::string(path) == "/v1/messages" ? "content" : "output";
+    auto texts = [&](const Json& r) {
+      std::string all;
+      for (const Json& item : r[answer]) {
+        if (item.contains("text")) all += item["text"].get<std::string>();
+        if (item.contains("content"))
+          for (const Json& part : item["content"])
+            if (part.contains("text")) all += part["text"].get<std::string>();
+      }
+      return all;
+    };
+    EXPECT_FALSE(texts(b).empty()) << path << ": " << on.body;
+    EXPECT_EQ(texts(b), texts(a)) << path;
+    const test::HttpResult bad = server_.post(path, with("fast"));
+    EXPECT_EQ(bad.status, 400) << path << ": " << bad.body;
+    EXPECT_NE(bad.body.find("strata.speculative"), std::string::npos) << path << ": " << bad.body;
   }
 }
 
