@@ -584,7 +584,7 @@ int run_bench(const BenchArgs& args) {
     }
     const std::string settings = speculative_settings(plan, s.settings);
     doc.add(head + "\n\n" + settings + "\n\n## Forced acceptance\n\n" + speculative_sweep_header());
-    std::string real;
+    std::string real, breakdown;
     bool failed = false;
     for (const SpeculativeTarget& target : targets) {
       try {
@@ -592,6 +592,7 @@ int run_bench(const BenchArgs& args) {
         failed = failed || (rows.sweep + rows.real).find("| failed: ") != std::string::npos;
         doc.add(rows.sweep);
         real += rows.real;
+        breakdown += rows.breakdown;
       } catch (const std::exception& e) {
         failed = true;
         std::string why = e.what();
@@ -602,6 +603,8 @@ int run_bench(const BenchArgs& args) {
     doc.add(speculative_sweep_notes(plan));
     doc.add("\n## Real drafters\n\n" + about + "\n\n" + settings + "\n\n" + speculative_real_header() + real +
             speculative_real_notes(plan));
+    if (!breakdown.empty())  // a GPU's: where a verify step's time goes
+      doc.add("\n## Decode and verify steps by op\n\n" + breakdown);
     return failed ? 1 : 0;
   }
   doc.add(head + "\n\n" + table_header(s));

@@ -12,7 +12,9 @@
 #include <memory>
 #include <optional>
 
+#include "backend/graph.h"
 #include "cli/bench_oracle.h"
+#include "cli/bench_ops.h"
 #include "cli/bench_shapes.h"
 #include "cli/model_loading.h"
 #include "core/error.h"
@@ -425,6 +427,85 @@ std::string speculative_real_header() {
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 }
 
+// Where a decode step's time and a verify step's go on a GPU, op by op: the same weights loaded
+// again with graphs off (op timers see launches, not graph replays), one plain run and runs whose
+// drafts are all right at 1 draft and at the most, each op's device time per step of the decode
+// (the prefill untimed).
+std::string verify_breakdown(Bench& b, const SpeculativeTarget& target, const Settings& settings,
+                             const SpeculativePlan& plan) {
+  model::LoadOptions options = load_options(settings, "");
+  options.cuda_graphs = false;
+  const Device device = options.device;
+  runtime::EngineOptions o = b.engine->options();
+  o.draft_model = nullptr;
+  o.run_ahead = runtime::EngineOptions::RunAhead::kOff;  // every step launched after the timers start
+  runtime::Engine engine(target.dir.empty() ? model::load_model(b.checkpoint.config,
+                                                                formats::WeightStore::from_tensors(b.checkpoint.tensors),
+                                                                options)
+                                            : model::load_model(target.dir, options),
+                         o);
+  std::vector<int32_t> prompt(static_cast<size_t>(std::min<int64_t>(plan.prompt, 512)));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7919 + 1) % b.vocab);
+  constexpr int64_t kSteps = 8;
+  auto generate = [&](int64_t tokens, runtime::SpeculativeParams params, runtime::Drafter* drafter, bool timed) {
+    runtime::GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = tokens;
+    r.sampling.temperature = 0.0f;
+    r.speculative = params;
+    r.drafter = drafter;
+    if (timed) backend::reset_op_timers(device);
+    const runtime::GenerationResult result = engine.generate(r, [&](int32_t) {
+      if (timed) backend::enable_op_timers(device, true);  // from the first token on: decode only
+      return true;
+    });
+    backend::enable_op_timers(device, false);
+    return result;
+  };
+  // Per step: plain, then verify steps of 2 and of the most tokens (all drafts right).
+  std::vector<std::pair<std::string, std::vector<OpTime>>> columns;
+  (void)generate(1 + kSteps, kPlain, nullptr, false);  // workspaces
+  (void)generate(1 + kSteps, kPlain, nullptr, true);
+  columns.emplace_back("decode step", harvest_op_times(device, static_cast<double>(kSteps)));
+  for (int64_t k : {int64_t{1}, b.most_drafts}) {
+    const int64_t tokens = 1 + (k + 1) * kSteps;  // every verify step takes k drafts
+    const runtime::GenerationResult want = generate(tokens, kPlain, nullptr, false);
+    const runtime::SpeculativeParams params = {.method = Method::kCustom, .draft_max = k, .adaptive = false};
+    OracleDrafter warm(prompt.size(), want.tokens, 1.0, plan.seed, b.vocab, nullptr);
+    (void)generate(tokens, params, &warm, false);
+    OracleDrafter right(prompt.size(), want.tokens, 1.0, plan.seed, b.vocab, nullptr);
+    const runtime::GenerationResult got = generate(tokens, params, &right, true);
+    columns.emplace_back(fmt::format("verify step, {} tokens", k + 1),
+                         harvest_op_times(device, static_cast<double>(std::max<int64_t>(got.speculative.steps, 1))));
+  }
+  // One row per op, in the order of the longest verify's time.
+  std::vector<std::string> ops;
+  for (const OpTime& t : columns.back().second) ops.push_back(t.op);
+  for (const auto& [name, times] : columns)
+    for (const OpTime& t : times)
+      if (std::find(ops.begin(), ops.end(), t.op) == ops.end()) ops.push_back(t.op);
+  std::string out = "| op |";
+  for (const auto& [name, times] : columns) out += fmt::format(" {} ms |", name);
+  out += "\n|---|";
+  for (size_t i = 0; i < columns.size(); ++i) out += "---|";
+  out += "\n";
+  std::vector<double> totals(columns.size(), 0.0);
+  for (const std::string& op : ops) {
+    out += fmt::format("| {} |", op);
+    for (size_t c = 0; c < columns.size(); ++c) {
+      double ms = 0;
+      for (const OpTime& t : columns[c].second)
+        if (t.op == op) ms = t.ms;
+      totals[c] += ms;
+      out += fmt::format(" {:.3f} |", ms);
+    }
+    out += "\n";
+  }
+  out += "| all ops |";
+  for (double t : totals) out += fmt::format(" {:.3f} |", t);
+  return fmt::format("{} ({}), {} tokens of context, graphs off:\n\n{}\n", b.name, b.bits, prompt.size(), out);
+}
+
 SpeculativeRows bench_speculative(const SpeculativeTarget& target, const Settings& settings,
                                   const SpeculativePlan& plan) {
   std::fprintf(stderr, "bench: %s: loading\n", target.name.c_str());
@@ -433,6 +514,13 @@ SpeculativeRows bench_speculative(const SpeculativeTarget& target, const Setting
   SpeculativeRows rows;
   rows.sweep = sweep(b, plan);
   rows.real = real(b, plan);
+  if (b.engine->model().device() == Device::kCuda) {
+    try {
+      rows.breakdown = verify_breakdown(b, target, settings, plan);
+    } catch (const std::exception& e) {
+      rows.breakdown = fmt::format("{}: failed: {}\n", b.name, e.what());
+    }
+  }
   return rows;
 }
 

@@ -41,6 +41,7 @@ struct SpeculativeTarget {
 struct SpeculativeRows {
   std::string sweep;
   std::string real;
+  std::string breakdown;  // on a GPU: "| op | decode | verify ... |" rows (empty elsewhere)
 };
 
 std::string speculative_settings(const SpeculativePlan& plan, const Settings& settings);
