@@ -98,12 +98,15 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out,
   cpu::matmul(x, w, out);
 }
 
-int64_t batch_invariant_rows(Device device, [[maybe_unused]] std::span<const Weight* const> weights) {
+int64_t batch_invariant_rows(Device device, std::span<const Weight* const> weights) {
 #ifdef STRATA_HAVE_CUDA
   if (device == Device::kCuda) return cuda::batch_invariant_rows(weights);
 #endif
   (void)device;
-  return 8;
+  // The fused quantized kernel keeps a row's sums for up to 8 rows; the float one for kFloatRowsMax.
+  for (const Weight* w : weights)
+    if (w->quantized()) return 8;
+  return cpu::kFloatRowsMax;
 }
 
 void matmul_group(const Tensor& x, std::span<const Weight* const> ws, std::span<const Tensor> outs,

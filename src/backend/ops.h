@@ -18,7 +18,8 @@ namespace strata::backend {
 // matmuls are `weights` (the quantized ones it runs on every row: not a MoE router, see
 // kFloatInvariantRows): up to this many rows of every op, each row's result is the same bits
 // whatever the other rows hold or how many there are, so a model may run several sequences'
-// decode tokens as one step. The CPU: 8 (its decode kernels work row by row). CUDA: 64 where every
+// decode tokens as one step. The CPU: 64 for float weights (each output summed in one order whatever
+// the rows), 8 where any is quantized (the fused kernel's sums). CUDA: 64 where every
 // weight takes the tensor-core decode matmul (one row and 2 to 64 rows fold their sums alike, and
 // the norms feeding them write every row's form as one row's; the MoE token kernels take each
 // token's experts alone for up to 64 tokens), else 8 (the CUDA-core kernels keep a row's sums for

@@ -187,6 +187,11 @@ class Qwen35Model final : public Model {
       } else {
         for (const Weight* w : {&L.linear.qkv, &L.linear.z, &L.linear.b, &L.linear.a, &L.linear.out}) ws.push_back(w);
       }
+      if (L.ffn.moe && device_ == Device::kCpu && !L.ffn.expert_gate.empty()) {
+        // The CPU's expert matmuls are the plain matmul, bound by its rows (the GPU's MoE kernels
+        // are not).
+        for (const Weight* w : {&L.ffn.expert_gate[0], &L.ffn.expert_up[0], &L.ffn.expert_down[0]}) ws.push_back(w);
+      }
       if (!L.ffn.moe) {
         for (const Weight* w : {&L.ffn.gate, &L.ffn.up, &L.ffn.down}) ws.push_back(w);
       } else if (L.ffn.shared && !L.ffn.shared_folded) {

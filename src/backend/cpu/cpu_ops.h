@@ -14,6 +14,9 @@ namespace strata::backend::cpu {
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 void embedding(const Weight& table, std::span<const int32_t> ids, const Tensor& out);
+// Up to this many rows of x, a float weight's matmul computes each row exactly as it computes a
+// row alone (larger inputs, prompt chunks, take sgemm).
+constexpr int64_t kFloatRowsMax = 64;
 void matmul(const Tensor& x, const Weight& w, const Tensor& out);
 void add_bias(const Tensor& x, const Tensor& bias);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, bool one_plus_w, const Tensor& out);

@@ -1,5 +1,6 @@
-// CPU matmul: float weights through OpenBLAS (sgemv row by row up to 8 rows, so that a row's
-// result never depends on the rows beside it; sgemm beyond); MLX-quantized weights either through a fused
+// CPU matmul: float weights through a few-row kernel up to kFloatRowsMax rows (each weight row read once for all
+// of them, and each output summed in one fixed order, so that a row's result never depends on the rows
+// beside it) and OpenBLAS sgemm beyond; MLX-quantized weights either through a fused
 // dequantize-dot kernel (few rows of x, the decode case) or by dequantizing row blocks and calling
 // sgemm (prefill). Both compute Σ (s·q + b)·x = s·Σ q·x + b·Σ x per group.
 #include <cblas.h>
@@ -19,7 +20,7 @@ namespace strata::backend::cpu {
 
 namespace {
 
-constexpr int64_t kFusedMaxRows = 8;      // up to this many x rows use the fused kernel
+constexpr int64_t kFusedMaxRows = 8;      // up to this many x rows use the fused quantized kernel
 constexpr int64_t kDequantBlock = 256;    // weight rows dequantized per sgemm call
 
 // Unpacks the codes of one group (gs values starting at column `col0`) as floats.
@@ -89,6 +90,80 @@ void permute_for_u4(const float* x, int64_t n, float* xp) {
       xp[base + k] = x[base + 2 * k];
       xp[base + 16 + k] = x[base + 2 * k + 1];
     }
+}
+
+// Few-row float matmul: out[t][n] = Σ_k w[n][k] · x[t][k] for R weight rows and T x rows at a
+// time. Every output keeps its own 16 lanes, summed as `dot` sums them, so neither R nor T changes
+// a single bit of it: a decode batch gives each sequence the numbers it gets alone.
+// 8 floats as one value (one AVX2 register); two of them are the 16 lanes of `dot`.
+typedef float Lanes8 __attribute__((vector_size(8 * sizeof(float))));
+
+inline Lanes8 load8(const float* p) {
+  Lanes8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <int R, int T>
+void float_rows_block(const float* w, int64_t K, const float* x, float* out, int64_t N) {
+  Lanes8 acc[R][T][2] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= K; i += kLanes)
+    for (int h = 0; h < 2; ++h) {
+      Lanes8 wv[R], xv[T];
+      for (int r = 0; r < R; ++r) wv[r] = load8(w + r * K + i + 8 * h);
+      for (int t = 0; t < T; ++t) xv[t] = load8(x + t * K + i + 8 * h);
+      for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) acc[r][t][h] += wv[r] * xv[t];
+    }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      float s = 0.0f;
+      for (int64_t j = i; j < K; ++j) s += w[r * K + j] * x[t * K + j];
+      // The lanes summed as a tree (16 → 8 → 4 → 2 → 1), not one after another: with a small K
+      // a chain of 16 dependent adds would cost more than the products.
+      const Lanes8 a = acc[r][t][0] + acc[r][t][1];
+      const float b0 = a[0] + a[4], b1 = a[1] + a[5], b2 = a[2] + a[6], b3 = a[3] + a[7];
+      out[t * N + r] = s + ((b0 + b2) + (b1 + b3));
+    }
+}
+
+// One block of outputs: R weight rows by c (1 to 4) x rows, as float_rows_block<R, c>.
+template <int R>
+void float_rows_chunk(const float* w, int64_t K, const float* x, int64_t c, float* out, int64_t N) {
+  switch (c) {
+    case 1: return float_rows_block<R, 1>(w, K, x, out, N);
+    case 2: return float_rows_block<R, 2>(w, K, x, out, N);
+    case 3: return float_rows_block<R, 3>(w, K, x, out, N);
+    default: return float_rows_block<R, 4>(w, K, x, out, N);
+  }
+}
+
+// x rows are taken at most 4 at a time against each block of weight rows (which stays in the
+// cache meanwhile), and a block is 4 weight rows for one x row, 2 for two, else 1: the
+// accumulators fit 16 AVX2 registers, and a one-row step still has independent sums to hide the
+// FMA latency behind.
+void matmul_float_rows(const float* x, int64_t T, const float* w, int64_t N, int64_t K, float* out) {
+  check(T >= 1 && T <= kFloatRowsMax, ErrorKind::kInternal, "few-row float matmul takes 1 to {} rows, got {}",
+        kFloatRowsMax, T);
+  const int64_t R = T == 1 ? 4 : T == 2 ? 2 : 1;
+  const int64_t blocks = (N + R - 1) / R;
+#pragma omp parallel for schedule(static) if (N * K >= (1 << 16))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t n = b * R;
+    for (int64_t t0 = 0; t0 < T; t0 += 4) {
+      const int64_t c = std::min<int64_t>(4, T - t0);
+      const float* xt = x + t0 * K;
+      float* ot = out + t0 * N;
+      if (n + R > N || R == 1) {
+        for (int64_t m = n; m < std::min(n + R, N); ++m) float_rows_chunk<1>(w + m * K, K, xt, c, ot + m, N);
+      } else if (R == 4) {
+        float_rows_block<4, 1>(w + n * K, K, xt, ot + n, N);
+      } else {
+        float_rows_block<2, 2>(w + n * K, K, xt, ot + n, N);
+      }
+    }
+  }
 }
 
 void check_quantized(const Weight& w) {
@@ -203,13 +278,9 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& out) {
   if (!w.quantized()) {
     check(w.w.dtype == DType::kF32, ErrorKind::kInternal, "CPU matmul expects F32 weights, got {}",
           dtype_name(w.w.dtype));
-    if (T <= kFusedMaxRows) {
-      // Row by row, as a one-row step computes it: a decode batch gives each sequence exactly the
-      // numbers it gets alone (sgemm's blocking would depend on T).
-      for (int64_t t = 0; t < T; ++t)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(N), static_cast<int>(K), 1.0f,
-                    w.w.as<const float>(), static_cast<int>(K), x.as<const float>() + t * K, 1, 0.0f,
-                    out.as<float>() + t * N, 1);
+    if (T <= kFloatRowsMax) {
+      // Not sgemm, whose blocking would depend on T.
+      matmul_float_rows(x.as<const float>(), T, w.w.as<const float>(), N, K, out.as<float>());
     } else {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(N),
                   static_cast<int>(K), 1.0f, x.as<const float>(), static_cast<int>(K), w.w.as<const float>(),
