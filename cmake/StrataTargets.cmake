@@ -33,7 +33,9 @@ function(strata_layer name dir)
   target_include_directories(strata_${name} SYSTEM PUBLIC ${L_INCLUDES})
 endfunction()
 
-# strata_test_dir(DIR LIBS...): one GoogleTest executable per test folder, from DIR/*.cpp.
+# strata_test_dir(DIR LIBS...): one GoogleTest executable per test folder, from DIR/*.cpp. A
+# folder's tests may be given a ctest COST (strata_test_cost_<name> set before), so that a parallel
+# ctest starts the folders that hold the longest tests first instead of ending on them.
 function(strata_test_dir dir)
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/*.cpp)
   if(NOT srcs)
@@ -49,6 +51,10 @@ function(strata_test_dir dir)
     STRATA_TEST_FIXTURES="${PROJECT_SOURCE_DIR}/tests/fixtures"
     STRATA_BINARY_DIR="${PROJECT_BINARY_DIR}")
   # The processes tests start keep their prefix caches' files in the build tree, not the home.
-  gtest_discover_tests(test_${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${name}
+  set(cost 0)
+  if(DEFINED strata_test_cost_${name})
+    set(cost ${strata_test_cost_${name}})
+  endif()
+  gtest_discover_tests(test_${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${name} COST ${cost}
                        ENVIRONMENT "STRATA_DATA_DIR=${PROJECT_BINARY_DIR}/test-data")
 endfunction()

@@ -642,7 +642,8 @@ int64_t kill_delay_us(int round, std::mt19937& rng) {
 }
 
 // A writer killed with SIGKILL at any moment (from before it starts to deep into a run of
-// multi-megabyte writes; 60 rounds, seeded delays) leaves only whole files: the next start keeps
+// multi-megabyte writes; 60 rounds, seeded delays, and longer ones until a write has landed) leaves
+// only whole files: the next start keeps
 // every .state file there was, each reads back as exactly what was written under its key, and
 // no temporary remains.
 TEST(StateStoreCrash, KillNineAtAnyMomentLeavesOnlyWholeFiles) {
@@ -651,9 +652,11 @@ TEST(StateStoreCrash, KillNineAtAnyMomentLeavesOnlyWholeFiles) {
   std::mt19937 rng(20240611);
   int temporaries = 0;
   size_t checked = 0;
-  for (int round = 0; round < 60; ++round) {
+  // On a loaded machine no write may land within the delays: up to 10 more rounds, each a
+  // quarter second longer, until one has.
+  for (int round = 0; round < 60 || (checked == 0 && round < 70); ++round) {
     SCOPED_TRACE(fmt::format("round {}", round));
-    const int64_t delay_us = kill_delay_us(round, rng);
+    const int64_t delay_us = round < 60 ? kill_delay_us(round, rng) : (round - 59) * 250000;
     const pid_t child = ::fork();
     ASSERT_GE(child, 0) << std::strerror(errno);
     if (child == 0) write_until_killed(dir.path(), layout, static_cast<uint64_t>(round));
