@@ -3,6 +3,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/dispatch.h"
+#include "backend/memory.h"
 #include "backend/ops.h"
 
 namespace strata::backend {
@@ -157,6 +158,46 @@ void gdn_core_rows(const GdnCore& c, std::span<const Tensor> windows, std::span<
   }
 #endif
   for (int64_t t = 0; t < T; ++t) gdn_core(row(t), y.rows(t, t + 1));
+}
+
+void gdn_core_positions(const GdnCore& c, std::span<const Tensor> after_windows,
+                        std::span<const Tensor> after_states, const Tensor& y) {
+  const int64_t T = c.qkv.dim(0);
+  check(T >= 1 && static_cast<int64_t>(after_windows.size()) >= T - 1 &&
+            static_cast<int64_t>(after_states.size()) >= T - 1,
+        ErrorKind::kInternal, "gdn_core_positions: {} positions, {} windows, {} states after them", T,
+        after_windows.size(), after_states.size());
+  auto row = [&](int64_t t) {
+    GdnCore one = c;
+    for (Tensor* r : {&one.qkv, &one.z, &one.a, &one.b, &one.q, &one.k, &one.v, &one.g, &one.beta, &one.o})
+      *r = r->rows(t, t + 1);
+    one.form = DeltaRuleForm::kRecurrent;  // one token, as a decode step
+    return one;
+  };
+  const Device d = check_core(row(0), y.rows(0, 1));
+  for (int64_t t = 0; t + 1 < T; ++t) {
+    const Tensor& w = after_windows[static_cast<size_t>(t)];
+    const Tensor& s = after_states[static_cast<size_t>(t)];
+    check(w.device == d && s.device == d && w.dtype == c.window.dtype && s.dtype == c.state.dtype &&
+              w.shape == c.window.shape && s.shape == c.state.shape,
+          ErrorKind::kInternal, "gdn_core_positions: the state after position {} differs from the sequence's", t);
+  }
+#ifdef STRATA_HAVE_CUDA
+  if (d == Device::kCuda) {
+    const detail::CudaOpTimer timer("gdn_core_positions");
+    if (cuda::gdn_core_positions(c, after_windows, after_states, y)) return;
+  }
+#endif
+  // Position by position on the sequence's own window and state, each copied after its position.
+  // The copies are queued transfers, never kernels: a GPU's one-token core reads the window and
+  // state before it waits for the kernel ahead of it (backend/cuda/launch.h), which is safe only
+  // when something that waits for every earlier kernel lies between two cores of a layer.
+  for (int64_t t = 0; t < T; ++t) {
+    gdn_core(row(t), y.rows(t, t + 1));
+    if (t + 1 == T) break;
+    copy_queued(c.window, after_windows[static_cast<size_t>(t)]);
+    copy_queued(c.state, after_states[static_cast<size_t>(t)]);
+  }
 }
 
 void gdn_core(const GdnCore& c, const Tensor& y, MatmulFeed* feed) {

@@ -70,4 +70,13 @@ void gdn_core(const GdnCore& core, const Tensor& y, MatmulFeed* feed = nullptr);
 void gdn_core_rows(const GdnCore& core, std::span<const Tensor> windows, std::span<const Tensor> states,
                    const Tensor& y);
 
+// gdn_core for the T positions of one sequence's verify step, one token at a time: position t runs
+// as a one-token gdn_core on row t, and the window and state after it are also left in
+// after_windows[t] and after_states[t] (t < T - 1; core.window and core.state end as after the
+// last), so keeping any prefix of the drafts is one copy. Each position's results are bit for bit
+// those of a one-token gdn_core; on CUDA the positions run as one launch where the one-token kernel
+// takes the shape (the state stays with its threads from one position to the next).
+void gdn_core_positions(const GdnCore& core, std::span<const Tensor> after_windows,
+                        std::span<const Tensor> after_states, const Tensor& y);
+
 }  // namespace strata::backend

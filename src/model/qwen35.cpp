@@ -336,22 +336,18 @@ class Qwen35Model final : public Model {
       ops::gdn_core_rows(core, windows_, states_, y);
     } else if (step.verify) {
       // A verify step: the decode recurrence one position at a time, exactly as one-token steps
-      // run it, the state after each position but the last copied to that position's slot (the
+      // run it, the state after each position but the last also left in that position's slot (the
       // sequence's own buffers hold the last), so keeping any prefix of the drafts is one copy.
-      // The copies are queued transfers, never kernels: a GPU's one-token core reads the window
-      // and state before it waits for the kernel ahead of it (backend/cuda/launch.h), which is
-      // safe only when something that waits for every earlier kernel lies between two cores of a
-      // layer (a matmul in plain decoding; a transfer here).
       const StepPart& part = step.parts[0];
-      const Tensor window = part.state->buffers[L.state].tensor.view();
-      const Tensor state = part.state->buffers[L.state + 1].tensor.view();
-      for (int64_t t = 0; t < T; ++t) {
-        ops::gdn_core(core_of(t, t + 1, window, state), y.rows(t, t + 1), nullptr);
-        if (t + 1 == T) break;
+      windows_.clear(), states_.clear();
+      for (int64_t t = 0; t + 1 < T; ++t) {
         const ModelState& after = step.after[static_cast<size_t>(t)];
-        backend::copy_queued(window, after.buffers[L.state].tensor.view());
-        backend::copy_queued(state, after.buffers[L.state + 1].tensor.view());
+        windows_.push_back(after.buffers[L.state].tensor.view());
+        states_.push_back(after.buffers[L.state + 1].tensor.view());
       }
+      ops::gdn_core_positions(core_of(0, T, part.state->buffers[L.state].tensor.view(),
+                                      part.state->buffers[L.state + 1].tensor.view()),
+                              windows_, states_, y);
     } else {
       // The core writes the out projection's input in its form only when it writes every row at once.
       for (const StepPart& part : step.parts) {  // each sequence's rows through its own state

@@ -178,6 +178,10 @@ void gdn_core(const GdnCore& core, const Tensor& y, MatmulFeed* feed = nullptr);
 // where it does not (the caller then runs the rows one by one).
 bool gdn_core_rows(const GdnCore& core, std::span<const Tensor> windows, std::span<const Tensor> states,
                    const Tensor& y);
+// gdn_core_positions (backend/gdn.h) as one launch where the one-token kernel takes the shape;
+// false where it does not (the caller then runs the positions one by one).
+bool gdn_core_positions(const GdnCore& core, std::span<const Tensor> after_windows,
+                        std::span<const Tensor> after_states, const Tensor& y);
 
 void topk_softmax(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids, const Tensor& weights,
                   bool shared_last);

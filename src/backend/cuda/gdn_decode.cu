@@ -59,6 +59,8 @@ struct CoreParams {
   const float* a_log;
   const float* dt_bias;
   const float* norm;
+  const float* window_in;  // the window and state the token reads: window and state but for a
+  const float* state_in;   // verify step's later positions (gdn_core_positions)
   float* window;
   float* state;
   float* y;
@@ -170,16 +172,18 @@ __device__ __forceinline__ void core_step(const CoreParams& p) {
     qk_col[e] = c >= 2 * kDk ? -1
                 : c < kDk    ? int64_t{kh} * kDk + c
                              : int64_t{p.Hk} * kDk + int64_t{kh} * kDk + c - kDk;
-    if (qk_col[e] >= 0) qk_conv[e].load(p.conv_weight, p.window, C, qk_col[e], K);
+    if (qk_col[e] >= 0) qk_conv[e].load(p.conv_weight, p.window_in, C, qk_col[e], K);
   }
   const bool has_v = static_cast<int>(threadIdx.x) < rows;
   const int64_t v_col = 2LL * p.Hk * kDk + int64_t{j} * p.dv + part * rows + threadIdx.x;
   ChannelConv v_conv;
-  if (has_v) v_conv.load(p.conv_weight, p.window, C, v_col, K);
+  if (has_v) v_conv.load(p.conv_weight, p.window_in, C, v_col, K);
   float4 st[kNc];
-  float4* srow = reinterpret_cast<float4*>(p.state + (int64_t{j} * p.dv + i) * kDk) + gl;
+  const int64_t srow_offset = (int64_t{j} * p.dv + i) * kDk;
+  const float4* srow_in = reinterpret_cast<const float4*>(p.state_in + srow_offset) + gl;
+  float4* srow = reinterpret_cast<float4*>(p.state + srow_offset) + gl;
 #pragma unroll
-  for (int c = 0; c < kNc; ++c) st[c] = srow[c * kG];
+  for (int c = 0; c < kNc; ++c) st[c] = srow_in[c * kG];
   const float norm_w = p.norm[i], a_log = p.a_log[j], dt_bias = p.dt_bias[j];
   wait_for_inputs();
   float read = has_v ? v_conv.window_sum() : 0.0f;
@@ -290,7 +294,34 @@ __global__ void __launch_bounds__(kCoreMaxThreads)
   const int64_t row = blockIdx.y, C = 2LL * p.Hk * kDk + int64_t{p.Hv} * p.dv, V = int64_t{p.Hv} * p.dv;
   q.qkv += row * C, q.z += row * V, q.a += row * p.Hv, q.b += row * p.Hv, q.y += row * V;
   q.window = rows.window[row], q.state = rows.state[row];
+  q.window_in = q.window, q.state_in = q.state;
   core_step<kDk>(q);
+}
+
+// A verify step's positions of one sequence (gdn_core_positions), one after another in one launch:
+// position t reads the state position t - 1 wrote (the sequence's own for t = 0) and writes its own
+// to slot t (the sequence's own for the last), each position exactly the one-token kernel's work.
+// Between positions, a block's state rows and v channels are its threads' own; the q/k windows
+// that another block of the cluster advanced are visible after the second cluster barrier (a
+// release and an acquire) that every position passes.
+struct CorePositions {
+  float* window[kCoreMaxRows];  // after position t (t < T - 1)
+  float* state[kCoreMaxRows];
+};
+
+template <int kDk>
+__global__ void __launch_bounds__(kCoreMaxThreads)
+    gdn_decode_core_positions_kernel(const CoreParams p, const CorePositions after, int T) {
+  const int64_t C = 2LL * p.Hk * kDk + int64_t{p.Hv} * p.dv, V = int64_t{p.Hv} * p.dv;
+  for (int t = 0; t < T; ++t) {
+    CoreParams q = p;
+    q.qkv += t * C, q.z += t * V, q.a += t * p.Hv, q.b += t * p.Hv, q.y += t * V;
+    q.window_in = t == 0 ? p.window : after.window[t - 1];
+    q.state_in = t == 0 ? p.state : after.state[t - 1];
+    q.window = t + 1 == T ? p.window : after.window[t];
+    q.state = t + 1 == T ? p.state : after.state[t];
+    core_step<kDk>(q);
+  }
 }
 
 // The shape for value heads split s ways, or cluster 0 where it does not fit (or dk has no kernel).
@@ -334,6 +365,13 @@ void launch_core_rows(const CoreParams& p, const CoreRowStates& rows, int64_t T,
                    static_cast<unsigned>(shape.threads), shape.shared_bytes, p, rows);
 }
 
+template <int kDk>
+void launch_core_positions(const CoreParams& p, const CorePositions& after, int64_t T, const CoreShape& shape) {
+  launch_clustered(static_cast<unsigned>(shape.cluster), gdn_decode_core_positions_kernel<kDk>,
+                   static_cast<unsigned>(p.Hk * shape.cluster), static_cast<unsigned>(shape.threads),
+                   shape.shared_bytes, p, after, static_cast<int>(T));
+}
+
 // The one-token shape of the core, or none (cluster 0) where the kernel does not take it.
 CoreShape decode_shape(const GdnCore& c, int64_t T) {
   const int64_t dk = c.q.dim(2), Hk = c.q.dim(1), Hv = c.v.dim(1), dv = c.v.dim(2);
@@ -353,6 +391,8 @@ CoreParams core_params(const GdnCore& c, const Tensor& y, const FeedForm& form, 
                     c.a_log.as<const float>(),
                     c.dt_bias.as<const float>(),
                     c.norm.as<const float>(),
+                    c.window.as<const float>(),
+                    c.state.as<const float>(),
                     c.window.as<float>(),
                     c.state.as<float>(),
                     y.as<float>(),
@@ -423,6 +463,23 @@ bool gdn_core_rows(const GdnCore& c, std::span<const Tensor> windows, std::span<
   }
   const CoreParams p = core_params(one, y, FeedForm{}, shape);
   with_dk(c.q.dim(2), [&](auto dk) { launch_core_rows<dk.value>(p, rows, T, shape); });
+  return true;
+}
+
+bool gdn_core_positions(const GdnCore& c, std::span<const Tensor> after_windows,
+                        std::span<const Tensor> after_states, const Tensor& y) {
+  const int64_t T = c.qkv.dim(0);
+  if (T < 2 || T > kCoreMaxRows) return false;
+  const CoreShape shape = decode_shape(c, 1);
+  if (shape.cluster == 0) return false;
+  CorePositions after{};
+  for (int64_t t = 0; t + 1 < T; ++t) {
+    if (reinterpret_cast<uintptr_t>(after_states[static_cast<size_t>(t)].data) % 16 != 0) return false;
+    after.window[t] = after_windows[static_cast<size_t>(t)].as<float>();
+    after.state[t] = after_states[static_cast<size_t>(t)].as<float>();
+  }
+  const CoreParams p = core_params(c, y, FeedForm{}, shape);
+  with_dk(c.q.dim(2), [&](auto dk) { launch_core_positions<dk.value>(p, after, T, shape); });
   return true;
 }
 

@@ -501,5 +501,50 @@ TEST_F(CudaGdn, CoreRowsGiveEachSequenceItsOwnStep) {
 }
 
 
+// A verify step's positions of one sequence (gdn_core_positions) in one op give each position bit
+// for bit what one-token gdn_core steps give it (y), leave the window and state after each
+// position in its slot and after the last in the sequence's own, at the 9B's shape and small ones,
+// and at a shape the fused kernel does not take (the positions then run one by one).
+TEST_F(CudaGdn, CorePositionsGiveEachPositionTheOneTokenStep) {
+  const CoreShape shapes[] = {{"qwen35_9b", 16, 32, 128, 128, 4}, {"tiny16", 2, 4, 16, 16, 4}, {"dk48", 2, 4, 48, 32, 4}};
+  for (const CoreShape& s : shapes) {
+    for (const int64_t T : {int64_t{2}, int64_t{8}}) {
+      const int64_t C = 2 * s.Hk * s.dk + s.Hv * s.dv, Cv = s.Hv * s.dv;
+      const CoreLayer L = random_core_layer(s, 70);
+      auto dconv = cuda::upload(L.conv), dal = cuda::upload(L.a_log), ddt = cuda::upload(L.dt),
+           dnorm = cuda::upload(L.norm);
+      const CoreStep in = random_core_step(s, T, 71);
+      auto dwin = cuda::upload(L.window), dstate = cuda::upload(L.state);
+      auto dwin1 = cuda::upload(L.window), dstate1 = cuda::upload(L.state);
+      std::vector<cuda::DeviceTensor> after_win, after_state;
+      std::vector<Tensor> wv, sv;
+      for (int64_t t = 0; t + 1 < T; ++t) {
+        after_win.push_back(cuda::upload(nan_tensor({s.K - 1, C})));
+        after_state.push_back(cuda::upload(nan_tensor({s.Hv, s.dv, s.dk})));
+      }
+      for (size_t t = 0; t < after_win.size(); ++t) wv.push_back(after_win[t].view), sv.push_back(after_state[t].view);
+      auto dy = cuda::upload(nan_tensor({T, Cv}));
+      backend::gdn_core_positions(
+          core_args(s, T, in.device_views, dconv.view, dal.view, ddt.view, dnorm.view, dwin.view, dstate.view),
+          wv, sv, dy.view);
+      const HostTensor y = fetch(dy.view);
+      for (int64_t t = 0; t < T; ++t) {
+        const std::string what = std::string(s.name) + " T " + std::to_string(T) + " position " + std::to_string(t);
+        std::vector<Tensor> row;
+        for (const Tensor& v : in.device_views) row.push_back(v.rows(t, t + 1));
+        auto dy1 = cuda::upload(nan_tensor({1, Cv}));
+        backend::gdn_core(core_args(s, 1, row, dconv.view, dal.view, ddt.view, dnorm.view, dwin1.view, dstate1.view),
+                          dy1.view);
+        EXPECT_TRUE(all_close(slice_rows(y, t, t + 1), fetch(dy1.view), 0.0f)) << what << " y";
+        const Tensor w_after = t + 1 < T ? wv[static_cast<size_t>(t)] : dwin.view;
+        const Tensor s_after = t + 1 < T ? sv[static_cast<size_t>(t)] : dstate.view;
+        EXPECT_TRUE(all_close(fetch(w_after), fetch(dwin1.view), 0.0f)) << what << " window";
+        EXPECT_TRUE(all_close(fetch(s_after), fetch(dstate1.view), 0.0f)) << what << " state";
+      }
+    }
+  }
+}
+
+
 }  // namespace
 }  // namespace strata
