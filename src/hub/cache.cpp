@@ -129,7 +129,7 @@ std::vector<CachedRepo> scan_cache(const fs::path& cache_dir) {
     if (fs::is_directory(refs, ec)) {
       for (const fs::directory_entry& ref : fs::recursive_directory_iterator(refs, ec)) {
         if (!ref.is_regular_file(ec)) continue;
-        const std::string revision = fs::relative(ref.path(), refs, ec).generic_string();
+        const std::string revision = ref.path().lexically_relative(refs).generic_string();
         const auto commit = RepoCache(cache_dir, repo).read_ref(revision);
         for (CachedSnapshot& s : r.snapshots)
           if (commit && s.commit == *commit) s.refs.push_back(revision);
@@ -152,7 +152,7 @@ std::vector<std::string> snapshot_files(const fs::path& snapshot) {
     std::error_code entry_ec;
     // Files and links to files; a link whose blob is missing is no file.
     if (!it->is_regular_file(entry_ec)) continue;
-    files.push_back(fs::relative(it->path(), snapshot, entry_ec).generic_string());
+    files.push_back(it->path().lexically_relative(snapshot).generic_string());
   }
   std::ranges::sort(files);
   return files;
