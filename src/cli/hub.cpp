@@ -106,11 +106,10 @@ int run_pull(const PullArgs& args) {
     const uint64_t n = fs::file_size(r.snapshot / f, ec);
     bytes += ec ? 0 : n;
   }
-  std::fprintf(stderr, "%s at commit %.8s: %zu file%s, %s (%s downloaded%s)\n",
-               ref.repo.to_string().c_str(), r.commit.c_str(), r.files.size(),
-               r.files.size() == 1 ? "" : "s",
-               human_bytes(bytes).c_str(), human_bytes(r.bytes_downloaded).c_str(),
-               r.from_cache ? "; the hub was not asked" : "");
+  std::fprintf(
+      stderr, "%s at commit %.8s: %zu file%s, %s (%s downloaded%s)\n", ref.repo.to_string().c_str(),
+      r.commit.c_str(), r.files.size(), r.files.size() == 1 ? "" : "s", human_bytes(bytes).c_str(),
+      human_bytes(r.bytes_downloaded).c_str(), r.from_cache ? "; the hub was not asked" : "");
   std::printf("%s\n", r.model_path.c_str());
   return 0;
 }

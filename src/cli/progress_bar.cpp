@@ -24,19 +24,18 @@ void ProgressBar::update(const hub::PullProgress& p) {
                    p.files_total);
     return;
   }
+  if (p.bytes_total == 0) return;  // nothing to download (yet): no bar
   constexpr int kWidth = 24;
-  const double fraction =
-      p.bytes_total > 0 ? std::min(1.0, static_cast<double>(p.bytes_done) / p.bytes_total)
-                        : (p.files_total > 0 ? static_cast<double>(p.files_done) / p.files_total : 0);
+  const double fraction = std::min(1.0, static_cast<double>(p.bytes_done) / p.bytes_total);
   const int filled = static_cast<int>(fraction * kWidth);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const std::string rate =
       seconds > 0.5 ? human_bytes(static_cast<uint64_t>(p.bytes_done / seconds)) + "/s" : "";
-  const std::string line = fmt::format(
-      "{}  {}/{} files  [{}{}]  {:3.0f}%  {} / {}  {}", p.repo, p.files_done, p.files_total,
-      std::string(filled, '#'), std::string(kWidth - filled, '.'), fraction * 100,
-      human_bytes(p.bytes_done), human_bytes(p.bytes_total), rate);
+  const std::string line =
+      fmt::format("{}  {}/{} files  [{}{}]  {:3.0f}%  {} / {}  {}", p.repo, p.files_done,
+                  p.files_total, std::string(filled, '#'), std::string(kWidth - filled, '.'),
+                  fraction * 100, human_bytes(p.bytes_done), human_bytes(p.bytes_total), rate);
   std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
   std::fflush(stderr);
   drawn_ = true;

@@ -1,5 +1,5 @@
-// A download's progress on stderr: a bar redrawn in place on a terminal; elsewhere (a log, a pipe)
-// one line per finished file, or nothing.
+// A download's progress on stderr: a bar redrawn in place on a terminal while bytes are to be
+// downloaded; elsewhere (a log, a pipe) one line per file in place, or nothing.
 #pragma once
 
 #include <chrono>

@@ -50,7 +50,7 @@ void fail_response(const HttpResponse& r, const HubOptions& options, const RepoR
   const std::string where = options.endpoint;
   const std::string token_hint =
       options.token.empty() ? "no token was sent: set HF_TOKEN to a Hugging Face access token"
-                            : "the token in HF_TOKEN was sent and refused";
+                            : "the token in HF_TOKEN has no access to it";
   if (code == "RepoNotFound" || (r.status == 404 && code.empty() && file.empty()))
     fail(ErrorKind::kNotFound,
          "repository {} not found on {} (HTTP {}): it does not exist, or it is private or gated "
@@ -61,7 +61,8 @@ void fail_response(const HttpResponse& r, const HubOptions& options, const RepoR
          "{} needs a token to download{} (HTTP 401: {}): {}; a gated model also needs its "
          "conditions accepted at {}/{}{}",
          ref.repo, file.empty() ? "" : " " + file, code == "GatedRepo" ? "gated" : "unauthorized",
-         token_hint, where, ref.repo, said);
+         options.token.empty() ? token_hint : "the token in HF_TOKEN was refused: check it", where,
+         ref.repo, said);
   if (r.status == 403)
     fail(ErrorKind::kInvalidInput,
          "the token in HF_TOKEN has no access to {} (HTTP 403{}): accept its conditions at {}/{} "
@@ -77,8 +78,8 @@ void fail_response(const HttpResponse& r, const HubOptions& options, const RepoR
     fail(ErrorKind::kIo,
          "{} is limiting the rate of requests (HTTP 429) and still was after {} retries: try "
          "again later{}{}",
-         where, options.max_retries, options.token.empty() ? " (a token in HF_TOKEN raises the limit)" : "",
-         said);
+         where, options.max_retries,
+         options.token.empty() ? " (a token in HF_TOKEN raises the limit)" : "", said);
   if (r.status >= 500)
     fail(ErrorKind::kIo, "{} answered HTTP {} {} for {}{} after {} retries{}", where, r.status,
          r.reason, ref.repo, file.empty() ? "" : "/" + file, options.max_retries, said);
@@ -147,8 +148,8 @@ FileMetadata fetch_file_metadata(HttpClient& client, const HubOptions& options, 
             m.etag != "..",
         ErrorKind::kIo, "{} gave no usable ETag for {} ('{}')", options.endpoint, request.url,
         etag);
-  check(!size.empty() && size.find_first_not_of("0123456789") == std::string::npos,
-        ErrorKind::kIo, "{} gave no size for {}", options.endpoint, request.url);
+  check(!size.empty() && size.find_first_not_of("0123456789") == std::string::npos, ErrorKind::kIo,
+        "{} gave no size for {}", options.endpoint, request.url);
   check(!m.location.empty(), ErrorKind::kIo, "{} redirected {} to nowhere", options.endpoint,
         request.url);
   m.size = std::stoull(size);

@@ -43,8 +43,9 @@ FileMetadata fetch_file_metadata(HttpClient& client, const HubOptions& options, 
 std::string resolve_url(const HubOptions& options, const std::string& repo,
                         const std::string& revision, const std::string& path);
 
-// The request headers every hub request carries: the token (only to the endpoint's own origin, never
-// to a CDN a file redirects to) and Accept-Encoding: identity (sizes and hashes are of the bytes).
+// The request headers every hub request carries: the token (only to the endpoint's own origin,
+// never to a CDN a file redirects to) and Accept-Encoding: identity (sizes and hashes are of the
+// bytes).
 std::vector<std::string> hub_headers(const HubOptions& options, const std::string& url);
 
 // What went wrong, for an answer that is not a success: throws a strata::Error saying it in the

@@ -137,7 +137,8 @@ uint64_t download_blob(HttpClient& client, const HubOptions& options, const Blob
   check(fd.get() >= 0, ErrorKind::kIo, "cannot open {}: {}", d.incomplete.string(),
         std::strerror(errno));
   const off_t end = ::lseek(fd.get(), 0, SEEK_END);
-  check(end >= 0, ErrorKind::kIo, "cannot seek {}: {}", d.incomplete.string(), std::strerror(errno));
+  check(end >= 0, ErrorKind::kIo, "cannot seek {}: {}", d.incomplete.string(),
+        std::strerror(errno));
   uint64_t have = static_cast<uint64_t>(end);
   if (have > d.size) {  // not a prefix of this file: start over
     truncate_to_zero(fd.get(), d.incomplete);

@@ -17,13 +17,13 @@
 namespace strata::hub {
 
 struct BlobDownload {
-  std::string url;                    // where to GET it (after the hub's redirect)
-  std::string etag;                   // its name in blobs/; 64 hex digits: the sha256 to verify
-  uint64_t size = 0;                  // the bytes it must have
-  std::string file;                   // its path in the repository, for messages
-  std::filesystem::path blob;         // blobs/{etag}
-  std::filesystem::path incomplete;   // blobs/{etag}.incomplete
-  std::filesystem::path lock;         // .locks/.../{etag}.lock
+  std::string url;                   // where to GET it (after the hub's redirect)
+  std::string etag;                  // its name in blobs/; 64 hex digits: the sha256 to verify
+  uint64_t size = 0;                 // the bytes it must have
+  std::string file;                  // its path in the repository, for messages
+  std::filesystem::path blob;        // blobs/{etag}
+  std::filesystem::path incomplete;  // blobs/{etag}.incomplete
+  std::filesystem::path lock;        // .locks/.../{etag}.lock
 };
 
 // Makes `d.blob` exist with the right contents (returns at once when it does). `on_bytes(n)` is

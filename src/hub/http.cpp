@@ -78,7 +78,8 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
     return n;
   }
   if (t->response.body.size() < kMaxErrorBody || success)
-    t->response.body.append(data, success ? n : std::min(n, kMaxErrorBody - t->response.body.size()));
+    t->response.body.append(data,
+                            success ? n : std::min(n, kMaxErrorBody - t->response.body.size()));
   return n;
 }
 
@@ -159,7 +160,8 @@ HttpResponse HttpClient::perform(const HttpRequest& request, const std::atomic<b
   if (t.cancelled) fail(ErrorKind::kIo, "the download of {} was cancelled", request.url);
   if (t.sink_refused) fail(ErrorKind::kIo, "writing what {} sent failed", request.url);
   if (code != CURLE_OK) {
-    const bool connect_failed = code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST ||
+    const bool connect_failed = code == CURLE_COULDNT_CONNECT ||
+                                code == CURLE_COULDNT_RESOLVE_HOST ||
                                 code == CURLE_COULDNT_RESOLVE_PROXY ||
                                 (code == CURLE_OPERATION_TIMEDOUT && t.response.status == 0);
     throw TransportError(fmt::format("{} {} failed: {}", request.method, request.url,
@@ -184,11 +186,12 @@ double backoff_seconds(const HubOptions& options, int attempt, const HttpRespons
 
 void sleep_for(double seconds, const std::atomic<bool>* cancel) {
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point until =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  const Clock::time_point until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                     std::chrono::duration<double>(seconds));
   for (Clock::time_point now = Clock::now(); now < until; now = Clock::now()) {
     if (cancel != nullptr && cancel->load()) return;
-    std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), until - now));
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(std::chrono::milliseconds(50), until - now));
   }
 }
 
@@ -225,7 +228,8 @@ std::string url_encode(std::string_view text, bool keep_slash) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
       out += static_cast<char>(c);
     } else {
       out += '%';

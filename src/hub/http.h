@@ -32,8 +32,8 @@ struct HttpRequest {
   std::vector<std::string> headers;  // "Name: value"
   bool follow_redirects = true;
   // A 2xx answer's body goes here chunk by chunk instead of into `body`; the response so far (its
-  // status and headers) comes along. Returning false aborts the transfer (an Error of kind kIo); what
-  // it throws aborts it too, and perform() throws that.
+  // status and headers) comes along. Returning false aborts the transfer (an Error of kind kIo);
+  // what it throws aborts it too, and perform() throws that.
   std::function<bool(std::string_view chunk, const HttpResponse& response)> sink;
 };
 

@@ -1,6 +1,6 @@
 // How the hub layer reaches the Hugging Face hub and where its cache lives. The CLI builds these
-// from the environment (HF_ENDPOINT, HF_TOKEN, HF_HOME / HF_HUB_CACHE, HF_HUB_OFFLINE: the variables
-// huggingface_hub reads); nothing in the hub layer reads the environment itself.
+// from the environment (HF_ENDPOINT, HF_TOKEN, HF_HOME / HF_HUB_CACHE, HF_HUB_OFFLINE: the
+// variables huggingface_hub reads); nothing in the hub layer reads the environment itself.
 #pragma once
 
 #include <filesystem>

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "core/json.h"
@@ -53,11 +54,18 @@ class Progress {
     state_.repo = repo;
   }
 
-  void add_files(size_t n) { update([&] { state_.files_total += n; }, "", true); }
-  void add_total(uint64_t bytes) { update([&] { state_.bytes_total += bytes; }, "", false); }
+  void add_files(size_t n) {
+    update([&] { state_.files_total += n; }, "", true);
+  }
+  void add_total(uint64_t bytes) {
+    update([&] { state_.bytes_total += bytes; }, "", false);
+  }
   void add_bytes(const std::string& file, int64_t n) {
-    update([&] { state_.bytes_done = static_cast<uint64_t>(static_cast<int64_t>(state_.bytes_done) + n); },
-           file, false);
+    update(
+        [&] {
+          state_.bytes_done = static_cast<uint64_t>(static_cast<int64_t>(state_.bytes_done) + n);
+        },
+        file, false);
   }
   void file_done(const std::string& file) {
     update([&] { ++state_.files_done; }, file, true, true);
@@ -88,7 +96,10 @@ class Fetcher {
  public:
   Fetcher(const HubOptions& options, const RepoRef& ref, const std::string& commit,
           Progress& progress)
-      : options_(options), ref_(ref), commit_(commit), cache_(options.cache_dir, ref.repo),
+      : options_(options),
+        ref_(ref),
+        commit_(commit),
+        cache_(options.cache_dir, ref.repo),
         progress_(progress) {}
 
   // Makes every one of `files` a file of the snapshot; returns the bytes downloaded.
@@ -107,19 +118,26 @@ class Fetcher {
     std::vector<FileMetadata> meta(missing.size());
     parallel_for(missing.size(), options_.parallel_downloads, options_, cancel,
                  [&](size_t i, HttpClient& client) {
-                   meta[i] = fetch_file_metadata(client, options_, ref_, commit_, missing[i], &cancel);
-                   if (!fs::exists(cache_.blob(meta[i].etag))) progress_.add_total(meta[i].size);
+                   meta[i] =
+                       fetch_file_metadata(client, options_, ref_, commit_, missing[i], &cancel);
+                   if (!fs::exists(cache_.blob(meta[i].etag)) && first_sight(meta[i].etag))
+                     progress_.add_total(meta[i].size);
                  });
     std::atomic<uint64_t> downloaded{0};
     parallel_for(missing.size(), options_.parallel_downloads, options_, cancel,
                  [&](size_t i, HttpClient& client) {
                    const std::string& file = missing[i];
                    const FileMetadata& m = meta[i];
-                   BlobDownload d{m.location,           m.etag, m.size, file, cache_.blob(m.etag),
-                                  cache_.incomplete(m.etag), cache_.lock(m.etag)};
+                   BlobDownload d{m.location,
+                                  m.etag,
+                                  m.size,
+                                  file,
+                                  cache_.blob(m.etag),
+                                  cache_.incomplete(m.etag),
+                                  cache_.lock(m.etag)};
                    downloaded += download_blob(
-                       client, options_, d,
-                       [&](int64_t n) { progress_.add_bytes(file, n); }, &cancel);
+                       client, options_, d, [&](int64_t n) { progress_.add_bytes(file, n); },
+                       &cancel);
                    cache_.link(commit_, file, m.etag);  // only once its blob is whole
                    progress_.file_done(file);
                  });
@@ -129,11 +147,19 @@ class Fetcher {
   const RepoCache& cache() const { return cache_; }
 
  private:
+  // True the first time `etag` is seen: files of the same contents share one blob and one download.
+  bool first_sight(const std::string& etag) {
+    const std::lock_guard lock(seen_mutex_);
+    return seen_.insert(etag).second;
+  }
+
   const HubOptions& options_;
   const RepoRef& ref_;
   const std::string& commit_;
   RepoCache cache_;
   Progress& progress_;
+  std::mutex seen_mutex_;
+  std::set<std::string> seen_;
 };
 
 PullResult result_for(const RepoRef& ref, const std::string& commit, const RepoCache& cache,
@@ -144,8 +170,8 @@ PullResult result_for(const RepoRef& ref, const std::string& commit, const RepoC
   r.commit = commit;
   r.snapshot = cache.snapshot(commit);
   r.format = selection.format;
-  r.model_path = selection.format == WeightsFormat::kGguf ? cache.pointer(commit, selection.gguf)
-                                                          : r.snapshot;
+  r.model_path =
+      selection.format == WeightsFormat::kGguf ? cache.pointer(commit, selection.gguf) : r.snapshot;
   r.files = std::move(files);
   return r;
 }
@@ -163,11 +189,10 @@ std::optional<PullResult> find_cached(const RepoRef& ref, const HubOptions& opti
   };
   if (!commit) {
     std::error_code ec;
-    return missing(fs::exists(cache.folder(), ec)
-                       ? fmt::format("the cache holds {} but not its revision '{}'", ref.repo,
-                                     ref.revision)
-                       : fmt::format("{} is not in the hub cache {}", ref.repo,
-                                     options.cache_dir.string()));
+    return missing(
+        fs::exists(cache.folder(), ec)
+            ? fmt::format("the cache holds {} but not its revision '{}'", ref.repo, ref.revision)
+            : fmt::format("{} is not in the hub cache {}", ref.repo, options.cache_dir.string()));
   }
   const std::vector<std::string> files = snapshot_files(cache.snapshot(*commit));
   if (files.empty())
@@ -211,8 +236,8 @@ PullResult pull(const RepoRef& ref, const HubOptions& options, const ProgressCal
                   e.what(), ref.to_string(), cached->commit);
         return *cached;
       }
-      fail(ErrorKind::kIo, "cannot reach {} for {}: {}; and {}", options.endpoint,
-           ref.to_string(), e.what(), why);
+      fail(ErrorKind::kIo, "cannot reach {} for {}: {}; and {}", options.endpoint, ref.to_string(),
+           e.what(), why);
     }
   }
 
@@ -229,7 +254,9 @@ PullResult pull(const RepoRef& ref, const HubOptions& options, const ProgressCal
     files.insert(files.end(), shards.begin(), shards.end());
   }
   // The ref last: it names a commit whose snapshot now holds the model.
-  if (ref.revision != info.commit) fetcher.cache().write_ref(ref.revision, info.commit);
+  if (ref.revision != info.commit && fetcher.cache().read_ref(ref.revision) != info.commit)
+    fetcher.cache().write_ref(ref.revision,
+                              info.commit);  // (a read-only cache that has it all works)
   PullResult r = result_for(ref, info.commit, fetcher.cache(), selection, std::move(files));
   r.bytes_downloaded = downloaded;
   return r;

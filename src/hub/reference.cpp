@@ -59,8 +59,8 @@ std::string RepoRef::to_string() const {
 }
 
 std::optional<RepoRef> parse_repo_ref(std::string_view text) {
-  for (std::string_view prefix : {"https://huggingface.co/", "https://hf.co/", "huggingface.co/",
-                                  "hf.co/"}) {
+  for (std::string_view prefix :
+       {"https://huggingface.co/", "https://hf.co/", "huggingface.co/", "hf.co/"}) {
     if (text.starts_with(prefix)) {
       text.remove_prefix(prefix.size());
       break;

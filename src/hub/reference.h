@@ -31,9 +31,9 @@ struct Reference {
 // optional ":file-or-quant"; "hf.co/" or "huggingface.co/" may lead. nullopt otherwise.
 std::optional<RepoRef> parse_repo_ref(std::string_view text);
 
-// What `text` names: a path that exists is local (so a directory "org/name" in the working directory
-// wins over the hub); else a repository reference when it has that syntax; else a local path (that
-// loading will report missing).
+// What `text` names: a path that exists is local (so a directory "org/name" in the working
+// directory wins over the hub); else a repository reference when it has that syntax; else a local
+// path (that loading will report missing).
 Reference parse_reference(std::string_view text);
 
 // The repository's folder name in the Hugging Face cache: "models--org--name".

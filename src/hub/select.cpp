@@ -11,10 +11,13 @@ namespace strata::hub {
 
 namespace {
 
-constexpr std::array<std::string_view, 7> kSidecars = {
-    "config.json",           "generation_config.json", "tokenizer.json",
-    "tokenizer_config.json", "chat_template.jinja",    "chat_template.json",
-    "special_tokens_map.json"};
+constexpr std::array<std::string_view, 7> kSidecars = {"config.json",
+                                                       "generation_config.json",
+                                                       "tokenizer.json",
+                                                       "tokenizer_config.json",
+                                                       "chat_template.jinja",
+                                                       "chat_template.json",
+                                                       "special_tokens_map.json"};
 constexpr std::string_view kIndex = "model.safetensors.index.json";
 
 std::string lower(std::string_view s) {
@@ -95,8 +98,8 @@ Selection pick_gguf(const std::vector<std::string>& files, const RepoRef& ref) {
   if (matches.empty())
     for (const std::string& f : ggufs)
       if (lower(f).find(tag) != std::string::npos) matches.push_back(f);
-  check(!matches.empty(), ErrorKind::kNotFound, "no GGUF file of {} matches '{}'; its GGUF files: {}",
-        ref.repo, ref.selector, list(ggufs));
+  check(!matches.empty(), ErrorKind::kNotFound,
+        "no GGUF file of {} matches '{}'; its GGUF files: {}", ref.repo, ref.selector, list(ggufs));
   if (matches.size() > 1) {
     check(!std::ranges::all_of(matches, is_split_part), ErrorKind::kUnsupported,
           "'{}' picks a GGUF model of {} split into {} files ({}), which strata cannot load yet",
@@ -144,8 +147,8 @@ Selection select_files(const std::vector<std::string>& files, const RepoRef& ref
         ref.to_string());
   if (ggufs.size() == 1) {
     check(!is_split_part(ggufs.front()), ErrorKind::kUnsupported,
-          "{} of {} is one part of a split GGUF model, which strata cannot load yet",
-          ggufs.front(), ref.repo);
+          "{} of {} is one part of a split GGUF model, which strata cannot load yet", ggufs.front(),
+          ref.repo);
     return gguf_selection(ggufs.front());
   }
   fail(ErrorKind::kInvalidInput,

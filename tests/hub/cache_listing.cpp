@@ -21,7 +21,9 @@ std::string cache_listing(const fs::path& cache_dir) {
     for (const char* part : {"blobs", "refs", "snapshots"}) {
       const fs::path top = repo / part;
       if (!fs::is_directory(fs::symlink_status(top))) continue;
-      const auto rel = [&](const fs::path& p) { return p.lexically_relative(cache_dir).generic_string(); };
+      const auto rel = [&](const fs::path& p) {
+        return p.lexically_relative(cache_dir).generic_string();
+      };
       lines.emplace_back(rel(top), rel(top) + "/");
       for (const fs::directory_entry& e : fs::recursive_directory_iterator(top)) {
         const std::string path = rel(e.path());

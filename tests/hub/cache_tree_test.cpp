@@ -1,5 +1,5 @@
-// The cache tree strata pull writes against the one huggingface_hub.snapshot_download writes for the
-// same fake repositories (tests/fixtures/hub/snapshot_download_listing.txt, made by
+// The cache tree strata pull writes against the one huggingface_hub.snapshot_download writes for
+// the same fake repositories (tests/fixtures/hub/snapshot_download_listing.txt, made by
 // tools/hub_listing.py on a machine that has huggingface_hub).
 #include <gtest/gtest.h>
 
@@ -42,8 +42,8 @@ TEST(HubCache, ListingNamesFoldersLinksFilesAndRefs) {
   const std::string config = git_blob_id(fixture_repos().front().find("config.json")->content);
   const std::string bf16 = sha256_hex(fixture_repos()[1].find("BF16/tiny-BF16.gguf")->content);
   for (const std::string& line :
-       {model + "blobs/", model + "refs/", model + "snapshots/",
-        model + "refs/main 40 " + commit, model + "refs/v1.0 40 " + commit,
+       {model + "blobs/", model + "refs/", model + "snapshots/", model + "refs/main 40 " + commit,
+        model + "refs/v1.0 40 " + commit,
         model + "snapshots/" + commit + "/config.json -> ../../blobs/" + config,
         model + "blobs/" + config + " " +
             std::to_string(fixture_repos().front().find("config.json")->content.size()),
@@ -57,7 +57,8 @@ TEST(HubCache, ListingNamesFoldersLinksFilesAndRefs) {
   // Sorted by path, one entry a line.
   std::vector<std::string> paths;
   std::istringstream lines(listing);
-  for (std::string line; std::getline(lines, line);) paths.push_back(line.substr(0, line.find(' ')));
+  for (std::string line; std::getline(lines, line);)
+    paths.push_back(line.substr(0, line.find(' ')));
   EXPECT_TRUE(std::ranges::is_sorted(paths));
   // tiny-model: blobs/ and 8 blobs, refs/ and 2 refs, snapshots/, the commit and 8 links;
   // tiny-gguf: blobs/ and 2 blobs, refs/ and main, snapshots/, the commit, BF16/ and 2 links.

@@ -18,7 +18,9 @@ const char* const kDemoCommit = "d3e0d3e0d3e0d3e0d3e0d3e0d3e0d3e0d3e0d3e0";
 // Variables for a strata process: the mock hub, a scratch HF_HOME, no token, online unless told.
 std::string hub_env(const MockHub& hub, const fs::path& home, const std::string& more = "") {
   return "HF_ENDPOINT=" + hub.endpoint() + " HF_HOME=" + home.string() +
-         " HF_HUB_CACHE= HF_TOKEN= HF_HUB_OFFLINE=0 " + more + " ";
+         " HF_HUB_CACHE= HUGGINGFACE_HUB_CACHE= HF_TOKEN= HUGGING_FACE_HUB_TOKEN= HF_TOKEN_PATH= "
+         "HF_HUB_OFFLINE=0 " +
+         more + " ";
 }
 
 std::string demo_dir() { return test_fixture("../../models/strata-demo"); }
@@ -34,7 +36,8 @@ TEST(HubCli, PullLsRm) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const fs::path snapshot = cache / "models--strata-test--tiny-model" / "snapshots" / commit;
   EXPECT_EQ(r.out, snapshot.string() + "\n");
-  EXPECT_NE(r.err.find("strata-test/tiny-model at commit 4f1d2c3b: 8 files"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("strata-test/tiny-model at commit 4f1d2c3b: 8 files"), std::string::npos)
+      << r.err;
   EXPECT_TRUE(fs::is_symlink(snapshot / "model-00002-of-00002.safetensors"));
 
   r = strata_cli("pull strata-test/tiny-gguf:Q8_0", false, env);
@@ -64,7 +67,8 @@ TEST(HubCli, PullLsRm) {
       << r.out;
   const std::vector<std::string> demo = row(demo_dir());  // its size is the demo model's
   ASSERT_EQ(demo.size(), 7u) << r.out;
-  EXPECT_EQ(demo[1] + " " + demo[2] + " " + demo[5] + " " + demo[6], "- - safetensors qwen3_5_text");
+  EXPECT_EQ(demo[1] + " " + demo[2] + " " + demo[5] + " " + demo[6],
+            "- - safetensors qwen3_5_text");
   r = strata_cli("ls --json", false, env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json listed = nlohmann::json::parse(r.out);
@@ -148,8 +152,8 @@ TEST(HubCli, ModelRefFetchesOnFirstUseThenServesTheCache) {
   EXPECT_TRUE(hub.requests().empty());
 
   // Offline and not cached: a clear error.
-  const CliResult missing = strata_cli(gen + "strata-test/other", true,
-                                       hub_env(hub, home, "HF_HUB_OFFLINE=1"));
+  const CliResult missing =
+      strata_cli(gen + "strata-test/other", true, hub_env(hub, home, "HF_HUB_OFFLINE=1"));
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.out.find("error: HF_HUB_OFFLINE is set"), std::string::npos) << missing.out;
   EXPECT_NE(missing.out.find("strata-test/other is not in the hub cache"), std::string::npos)

@@ -115,17 +115,28 @@ void send_all(int fd, std::string_view data) {
 
 const char* reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 206: return "Partial Content";
-    case 302: return "Found";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 416: return "Range Not Satisfiable";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 206:
+      return "Partial Content";
+    case 302:
+      return "Found";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 416:
+      return "Range Not Satisfiable";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Status";
   }
 }
 
@@ -172,8 +183,10 @@ std::vector<FakeRepo> fixture_repos() {
   std::vector<FakeRepo> repos;
   const Json all = fixture();
   for (const Json& r : all["repos"]) {
-    FakeRepo repo{r["id"].get<std::string>(), r["commit"].get<std::string>(),
-                  r["revisions"].get<std::vector<std::string>>(), {}};
+    FakeRepo repo{r["id"].get<std::string>(),
+                  r["commit"].get<std::string>(),
+                  r["revisions"].get<std::vector<std::string>>(),
+                  {}};
     for (const Json& f : r["files"])
       repo.files.push_back(
           {f["path"].get<std::string>(), f["content"].get<std::string>(), f.value("lfs", false)});
@@ -196,8 +209,8 @@ FakeRepo repo_from_dir(const std::string& id, const std::string& commit, const s
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (!entry.is_regular_file()) continue;
     const std::string name = entry.path().filename().string();
-    repo.files.push_back(
-        {name, read_all(entry.path().string()), name.ends_with(".safetensors") || name == "tokenizer.json"});
+    repo.files.push_back({name, read_all(entry.path().string()),
+                          name.ends_with(".safetensors") || name == "tokenizer.json"});
   }
   std::ranges::sort(repo.files, {}, &FakeFile::path);
   return repo;
@@ -206,7 +219,8 @@ FakeRepo repo_from_dir(const std::string& id, const std::string& commit, const s
 std::string sha256_hex(const std::string& data) { return digest_hex(EVP_sha256(), data); }
 
 std::string git_blob_id(const std::string& data) {
-  return digest_hex(EVP_sha1(), "blob " + std::to_string(data.size()) + std::string(1, '\0') + data);
+  return digest_hex(EVP_sha1(),
+                    "blob " + std::to_string(data.size()) + std::string(1, '\0') + data);
 }
 
 MockHub::MockHub(std::vector<FakeRepo> repos) : repos_(std::move(repos)) {
@@ -371,8 +385,9 @@ void MockHub::handle(int fd) {
           req.header("authorization") != "Bearer " + gate->second) {
         reply = req.header("authorization").empty()
                     ? error_reply(401, "GatedRepo",
-                                  "Access to model " + id + " is restricted. You must have access "
-                                  "to it and be authenticated to access it. Please log in.")
+                                  "Access to model " + id +
+                                      " is restricted. You must have access "
+                                      "to it and be authenticated to access it. Please log in.")
                     : error_reply(403, "GatedRepo", "Access to model " + id + " is restricted");
       } else if (!known) {
         reply = error_reply(404, "RevisionNotFound", "Invalid rev id: " + revision);
@@ -381,13 +396,14 @@ void MockHub::handle(int fd) {
         for (const FakeFile& f : repo->files) siblings.push_back({{"rfilename", f.path}});
         reply = Reply{};
         reply.headers.emplace_back("Content-Type", "application/json");
-        reply.body = Json{{"id", id},
-                          {"modelId", id},
-                          {"sha", repo->commit},
-                          {"private", false},
-                          {"gated", gate != gates_.end() ? Json("manual") : Json(false)},
-                          {"siblings", siblings}}
-                         .dump();
+        reply.body = Json{
+            {"id", id},
+            {"modelId", id},
+            {"sha", repo->commit},
+            {"private", false},
+            {"gated", gate != gates_.end() ? Json("manual") : Json(false)},
+            {"siblings",
+             siblings}}.dump();
       } else if (!api && parts[verb] == "resolve" && parts.size() > verb + 2) {
         std::string file_path = parts[verb + 2];
         for (size_t i = verb + 3; i < parts.size(); ++i) file_path += "/" + parts[i];

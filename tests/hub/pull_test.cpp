@@ -1,5 +1,7 @@
 // hub::pull against the loopback mock hub: the cache tree and contents, tokens, 404s, retries,
 // resumed downloads, checksums, offline mode and GGUF selection.
+#include "hub/pull.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <sstream>
 
 #include "hub/cache.h"
-#include "hub/pull.h"
 #include "hub_test_util.h"
 
 namespace strata::test {
@@ -73,7 +74,8 @@ TEST(HubPull, FullPullLaysOutTheCacheTreeAndContents) {
   const hub::PullResult r = hub::pull(ref_of(kModel), o);
 
   EXPECT_EQ(r.commit, repo.commit);
-  EXPECT_EQ(r.snapshot, o.cache_dir / "models--strata-test--tiny-model" / "snapshots" / repo.commit);
+  EXPECT_EQ(r.snapshot,
+            o.cache_dir / "models--strata-test--tiny-model" / "snapshots" / repo.commit);
   EXPECT_EQ(r.model_path, r.snapshot);
   EXPECT_EQ(r.format, hub::WeightsFormat::kSafetensors);
   EXPECT_FALSE(r.from_cache);
@@ -151,7 +153,8 @@ TEST(HubPull, UnknownRepositoryOrRevisionIsNotFound) {
   expect_error([&] { hub::pull(ref_of("strata-test/no-such-model"), o); }, ErrorKind::kNotFound,
                {"repository strata-test/no-such-model not found", "HTTP 404"});
   expect_error([&] { hub::pull(ref_of(std::string(kModel) + "@no-such-branch"), o); },
-               ErrorKind::kNotFound, {"revision 'no-such-branch' not found in strata-test/tiny-model"});
+               ErrorKind::kNotFound,
+               {"revision 'no-such-branch' not found in strata-test/tiny-model"});
   EXPECT_FALSE(fs::exists(o.cache_dir / "models--strata-test--no-such-model"));
 }
 
@@ -160,11 +163,13 @@ TEST(HubPull, RetriesTooManyRequestsAndServerErrorsThenSucceeds) {
   const hub::HubOptions o = mock_options(hub, "hub_retries");
   hub.fail_next("/api/models/strata-test/tiny-model/revision/main", 429, 2, "1");
   hub.fail_next("/resolve/" + fixture_repo(kModel).commit + "/config.json", 500, 2);
-  const std::string blob = "/lfs-blobs/" + sha256_hex(fixture_repo(kModel).find("tokenizer.json")->content);
+  const std::string blob =
+      "/lfs-blobs/" + sha256_hex(fixture_repo(kModel).find("tokenizer.json")->content);
   hub.fail_next(blob, 503, 1);
   const auto start = std::chrono::steady_clock::now();
   hub::pull(ref_of(kModel), o);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   expect_snapshot(o, fixture_repo(kModel), pull_files(kModel));
   EXPECT_EQ(hub.requests("GET", "/revision/main").size(), 3u);
   EXPECT_EQ(hub.requests("HEAD", "/config.json").size(), 3u);
@@ -184,7 +189,8 @@ TEST(HubPull, GivesUpAfterTheRetriesWithAClearError) {
   MockHub limited(fixture_repos());
   limited.fail_next("/revision/main", 429, 100);
   o.endpoint = limited.endpoint();
-  expect_error([&] { hub::pull(ref_of(kModel), o); }, ErrorKind::kIo, {"HTTP 429", "try again later"});
+  expect_error([&] { hub::pull(ref_of(kModel), o); }, ErrorKind::kIo,
+               {"HTTP 429", "try again later"});
   EXPECT_EQ(limited.requests("GET", "/revision/main").size(), 3u);
 }
 

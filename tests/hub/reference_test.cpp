@@ -1,10 +1,11 @@
 // Model references, the options read from huggingface_hub's variables, and file selection.
+#include "hub/reference.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "hub/options.h"
-#include "hub/reference.h"
 #include "hub/select.h"
 #include "test_util.h"
 
@@ -43,10 +44,26 @@ TEST(HubReference, ParsesRepoRevisionAndSelector) {
 }
 
 TEST(HubReference, RefusesWhatIsNoRepoId) {
-  for (const char* text : {"", "name", "/abs/path", "./rel/dir", "../up/dir", "a/b/c", "org/",
-                           "/name", "org/na me", "org--x/name", "org/na..me", "-org/name",
-                           "org/name@", "org/name:", "org/name@a:b:c/../d", "org/name:../x",
-                           "org/name:a//b", "org/name@bad~rev", "~/models/x", "C:\\models\\x"}) {
+  for (const char* text : {"",
+                           "name",
+                           "/abs/path",
+                           "./rel/dir",
+                           "../up/dir",
+                           "a/b/c",
+                           "org/",
+                           "/name",
+                           "org/na me",
+                           "org--x/name",
+                           "org/na..me",
+                           "-org/name",
+                           "org/name@",
+                           "org/name:",
+                           "org/name@a:b:c/../d",
+                           "org/name:../x",
+                           "org/name:a//b",
+                           "org/name@bad~rev",
+                           "~/models/x",
+                           "C:\\models\\x"}) {
     EXPECT_FALSE(hub::parse_repo_ref(text)) << text;
   }
 }
@@ -89,9 +106,11 @@ TEST(HubOptions, ReadsHuggingfaceHubVariables) {
   EXPECT_EQ(o.cache_dir, fs::path("/xdg/huggingface/hub"));
   o = hub::options_from_environment({{"HF_HOME", "/hf"}, {"XDG_CACHE_HOME", "/xdg"}});
   EXPECT_EQ(o.cache_dir, fs::path("/hf/hub"));
-  o = hub::options_from_environment(
-      {{"HF_HOME", "/hf"}, {"HF_HUB_CACHE", "/cache"}, {"HF_ENDPOINT", "http://127.0.0.1:5/"},
-       {"HF_TOKEN", " hf_abc \n"}, {"HF_HUB_OFFLINE", "1"}});
+  o = hub::options_from_environment({{"HF_HOME", "/hf"},
+                                     {"HF_HUB_CACHE", "/cache"},
+                                     {"HF_ENDPOINT", "http://127.0.0.1:5/"},
+                                     {"HF_TOKEN", " hf_abc \n"},
+                                     {"HF_HUB_OFFLINE", "1"}});
   EXPECT_EQ(o.cache_dir, fs::path("/cache"));
   EXPECT_EQ(o.endpoint, "http://127.0.0.1:5");
   EXPECT_EQ(o.token, "hf_abc");
@@ -103,36 +122,51 @@ TEST(HubOptions, ReadsHuggingfaceHubVariables) {
   const fs::path home = scratch_dir("hub_options_home");
   write_bytes((home / "token").string(), "hf_from_file\n");
   EXPECT_EQ(hub::options_from_environment({{"HF_HOME", home.string()}}).token, "hf_from_file");
-  EXPECT_EQ(hub::options_from_environment({{"HF_HOME", home.string()}, {"HF_TOKEN", "hf_env"}}).token,
-            "hf_env");
+  EXPECT_EQ(
+      hub::options_from_environment({{"HF_HOME", home.string()}, {"HF_TOKEN", "hf_env"}}).token,
+      "hf_env");
 
-  expect_error([] { hub::options_from_environment({{"HF_HUB_OFFLINE", "maybe"}}); },
-               ErrorKind::kInvalidInput, {"HF_HUB_OFFLINE"});
-  expect_error([] { hub::options_from_environment({{"HF_ENDPOINT", "ftp://x"}}); },
-               ErrorKind::kInvalidInput, {"HF_ENDPOINT"});
+  expect_error(
+      [] {
+        hub::options_from_environment({{"HF_HUB_OFFLINE", "maybe"}});
+      },
+      ErrorKind::kInvalidInput, {"HF_HUB_OFFLINE"});
+  expect_error(
+      [] {
+        hub::options_from_environment({{"HF_ENDPOINT", "ftp://x"}});
+      },
+      ErrorKind::kInvalidInput, {"HF_ENDPOINT"});
 }
 
 hub::RepoRef ref(const std::string& text) { return *hub::parse_repo_ref(text); }
 
 TEST(HubSelect, ASafetensorsCheckpointBringsItsSidecars) {
-  const std::vector<std::string> files = {
-      ".gitattributes", "README.md", "config.json", "generation_config.json", "tokenizer.json",
-      "tokenizer_config.json", "special_tokens_map.json", "chat_template.json", "vocab.json",
-      "merges.txt", "model.safetensors", "pytorch_model.bin", "original/consolidated.safetensors"};
+  const std::vector<std::string> files = {".gitattributes",
+                                          "README.md",
+                                          "config.json",
+                                          "generation_config.json",
+                                          "tokenizer.json",
+                                          "tokenizer_config.json",
+                                          "special_tokens_map.json",
+                                          "chat_template.json",
+                                          "vocab.json",
+                                          "merges.txt",
+                                          "model.safetensors",
+                                          "pytorch_model.bin",
+                                          "original/consolidated.safetensors"};
   const hub::Selection s = hub::select_files(files, ref("o/m"));
   EXPECT_EQ(s.format, hub::WeightsFormat::kSafetensors);
-  EXPECT_EQ(s.files, (std::vector<std::string>{"config.json", "generation_config.json",
-                                                "tokenizer.json", "tokenizer_config.json",
-                                                "chat_template.json", "special_tokens_map.json",
-                                                "model.safetensors"}));
+  EXPECT_EQ(s.files,
+            (std::vector<std::string>{"config.json", "generation_config.json", "tokenizer.json",
+                                      "tokenizer_config.json", "chat_template.json",
+                                      "special_tokens_map.json", "model.safetensors"}));
   EXPECT_EQ(s.index, "");
 }
 
 TEST(HubSelect, AnIndexNamesTheShards) {
-  const std::vector<std::string> files = {"config.json", "model.safetensors.index.json",
-                                          "model-00001-of-00002.safetensors",
-                                          "model-00002-of-00002.safetensors",
-                                          "consolidated.safetensors"};
+  const std::vector<std::string> files = {
+      "config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
+      "model-00002-of-00002.safetensors", "consolidated.safetensors"};
   const hub::Selection s = hub::select_files(files, ref("o/m"));
   EXPECT_EQ(s.files, (std::vector<std::string>{"config.json", "model.safetensors.index.json"}));
   EXPECT_EQ(s.index, "model.safetensors.index.json");
@@ -150,20 +184,29 @@ TEST(HubSelect, AnIndexNamesTheShards) {
       },
       ErrorKind::kNotFound, {"model-00003-of-00003.safetensors", "lacks"});
   expect_error(
-      [&] { hub::index_shards({{"weight_map", {{"a", "../../etc/passwd"}}}}, files, ref("o/m"), s.index); },
+      [&] {
+        hub::index_shards({{"weight_map", {{"a", "../../etc/passwd"}}}}, files, ref("o/m"),
+                          s.index);
+      },
       ErrorKind::kInvalidInput, {"not a file in it"});
 }
 
 TEST(HubSelect, WeightsWithoutConfigOrNoWeightsAreErrors) {
   expect_error([] { hub::select_files({"model.safetensors"}, ref("o/m")); }, ErrorKind::kNotFound,
                {"no config.json"});
-  expect_error([] { hub::select_files({"config.json", "pytorch_model.bin"}, ref("o/m")); },
-               ErrorKind::kNotFound, {"no weights strata loads"});
+  expect_error(
+      [] {
+        hub::select_files({"config.json", "pytorch_model.bin"}, ref("o/m"));
+      },
+      ErrorKind::kNotFound, {"no weights strata loads"});
 }
 
 TEST(HubSelect, GgufByQuantTagOrFileName) {
-  const std::vector<std::string> files = {"README.md", "Model-Q4_K_M.gguf", "Model-Q4_K_S.gguf",
-                                          "model.Q8_0.gguf", "UD-Q4_K_XL/model-UD-Q4_K_XL.gguf",
+  const std::vector<std::string> files = {"README.md",
+                                          "Model-Q4_K_M.gguf",
+                                          "Model-Q4_K_S.gguf",
+                                          "model.Q8_0.gguf",
+                                          "UD-Q4_K_XL/model-UD-Q4_K_XL.gguf",
                                           "mmproj-model-f16.gguf"};
   EXPECT_EQ(hub::select_files(files, ref("o/m:Q4_K_M")).gguf, "Model-Q4_K_M.gguf");
   EXPECT_EQ(hub::select_files(files, ref("o/m:q4_k_s")).gguf, "Model-Q4_K_S.gguf");
@@ -180,8 +223,11 @@ TEST(HubSelect, GgufChoicesThatDoNotPickOneFile) {
                {"has 2 GGUF files", "a-Q4_K_M.gguf, a-Q8_0.gguf"});
   expect_error([&] { hub::select_files(files, ref("o/m:F16")); }, ErrorKind::kNotFound,
                {"no GGUF file of o/m matches 'F16'"});
-  expect_error([&] { hub::select_files({"config.json", "x.txt"}, ref("o/m:x.txt")); },
-               ErrorKind::kInvalidInput, {"not a GGUF model"});
+  expect_error(
+      [&] {
+        hub::select_files({"config.json", "x.txt"}, ref("o/m:x.txt"));
+      },
+      ErrorKind::kInvalidInput, {"not a GGUF model"});
   EXPECT_EQ(hub::select_files({"README.md", "only-Q4_0.gguf"}, ref("o/m")).gguf, "only-Q4_0.gguf");
   const std::vector<std::string> split = {"Q4_K_M/m-Q4_K_M-00001-of-00002.gguf",
                                           "Q4_K_M/m-Q4_K_M-00002-of-00002.gguf", "m-Q8_0.gguf"};
