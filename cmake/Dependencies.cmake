@@ -7,6 +7,9 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 # Asio and Beast (header-only): the HTTP server's event loop and request parser.
 find_package(Boost 1.81 CONFIG REQUIRED)
+# libcurl (the hub's HTTP client) and OpenSSL's libcrypto (sha256 of downloaded files).
+find_package(CURL REQUIRED)
+find_package(OpenSSL REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)

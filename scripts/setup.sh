@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  nlohmann-json3-dev libboost1.81-dev libssl-dev libpcre2-dev libutf8proc-dev
+  nlohmann-json3-dev libboost1.81-dev libssl-dev libcurl4-openssl-dev libpcre2-dev libutf8proc-dev
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev libxxhash-dev libzstd-dev
   libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev curl

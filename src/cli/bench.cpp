@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/mmap.h"
 #include "formats/safetensors.h"
+#include "hub/reference.h"
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "runtime/engine.h"
@@ -564,12 +565,14 @@ int run_bench(const BenchArgs& args) {
     if (!args.prompts.empty()) plan.prompt = args.prompts.front();
     if (args.decode > 0) plan.tokens = args.decode;
     plan.draft_shape = args.draft_shape;
-    plan.draft_model = args.draft_model;
+    if (!args.draft_model.empty()) plan.draft_model = resolve_model(args.draft_model);
     if (!plan.draft_shape.empty()) (void)bench_shape_config(plan.draft_shape);  // an unknown name fails first
     std::vector<SpeculativeTarget> targets;
     if (!args.model.empty()) {
       const std::filesystem::path dir = std::filesystem::path(args.model).lexically_normal();
-      targets.push_back({(dir.has_filename() ? dir : dir.parent_path()).filename().string(), {}, 0, args.model});
+      const bool repo = hub::parse_reference(args.model).kind == hub::Reference::Kind::kRepo;
+      targets.push_back({repo ? args.model : (dir.has_filename() ? dir : dir.parent_path()).filename().string(),
+                         {}, 0, resolve_model(args.model)});
     } else {
       for (const std::string& shape : s.shapes)
         for (int bits : s.bits) {

@@ -52,6 +52,7 @@ int run_tokenize(const TokenizeArgs& args);
 struct ServeArgs {
   Settings settings;  // ctx_size 0: the model's trained context, at most 4096
   std::string model;
+  std::string model_ref;  // the hub repository --model named (the name served); "" for a path
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (printed at start)
   std::string api_key;
@@ -141,5 +142,23 @@ struct CacheArgs {
 };
 int run_cache_ls(const CacheArgs& args);
 int run_cache_clear(const CacheArgs& args);
+
+// strata pull / ls / rm: models of the Hugging Face hub cache (hub/; HF_HOME, HF_HUB_CACHE,
+// HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE as huggingface_hub reads them).
+struct PullArgs {
+  std::string ref;  // org/name[@revision][:file-or-quant]
+};
+int run_pull(const PullArgs& args);  // prints the path the model loads from
+
+struct LsArgs {
+  std::vector<std::string> dirs;  // model directories (or folders of them) listed beside the cache
+  bool json = false;
+};
+int run_ls(const LsArgs& args);
+
+struct RmArgs {
+  std::string ref;  // org/name: the whole repository leaves the cache
+};
+int run_rm(const RmArgs& args);
 
 }  // namespace strata::cli

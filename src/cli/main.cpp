@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/settings.h"
+#include "hub/reference.h"
 
 namespace {
 using strata::SettingMap;
@@ -114,7 +115,7 @@ int main(int argc, char** argv) {
 
   TokenizeArgs tok;
   auto* tokenize = app.add_subcommand("tokenize", "Text to token ids, or ids to text with --decode");
-  tokenize->add_option("--tokenizer,--model", tok.tokenizer, "Model directory, tokenizer.json or .gguf")->required();
+  tokenize->add_option("--tokenizer,--model", tok.tokenizer, "Model directory, tokenizer.json, .gguf or hub repository")->required();
   tokenize->add_option("--text", tok.text);
   tokenize->add_option("--file", tok.file);
   tokenize->add_option("--decode", tok.decode, "Token ids to decode, e.g. \"1,2,3\"");
@@ -192,7 +193,8 @@ int main(int argc, char** argv) {
 
   RenderArgs render;
   auto* render_cmd = app.add_subcommand("render", "Print the prompt a chat template makes of a conversation");
-  render_cmd->add_option("--model,-m", render.model, "Model directory or .gguf file");
+  render_cmd->add_option("--model,-m", render.model,
+                         "Model directory, .gguf file or hub repository (org/name[:quant])");
   render_cmd->add_option("--template,--chat-template", render.template_file, "Chat template file (.jinja, or .json with chat_template)");
   render_cmd->add_option("--messages", render.messages, "JSON file (- for stdin): a list of messages, or a request body")->required();
   render_cmd->add_option("--tools", render.tools, "JSON file with the tools list");
@@ -293,6 +295,25 @@ int main(int argc, char** argv) {
                           "Only this model directory (16 hex digits, as cache ls shows)");
   cache_clear->add_flag("--yes,-y", cache.yes, "Do not ask (needed when stdin is not a terminal)");
 
+  PullArgs pull;
+  auto* pull_cmd = app.add_subcommand(
+      "pull", "Download a model from the Hugging Face hub into its cache; prints where it landed");
+  pull_cmd
+      ->add_option("ref", pull.ref,
+                   "org/name[@revision][:file-or-quant], e.g. Qwen/Qwen3-0.6B or "
+                   "unsloth/Qwen3-8B-GGUF:Q4_K_M")
+      ->required();
+
+  LsArgs ls;
+  auto* ls_cmd = app.add_subcommand(
+      "ls", "List the models in the Hugging Face hub cache (and in DIRs): size, format, family");
+  ls_cmd->add_option("dirs", ls.dirs, "Model directories, or folders of them, to list too");
+  ls_cmd->add_flag("--json", ls.json, "Print one JSON document");
+
+  RmArgs rm;
+  auto* rm_cmd = app.add_subcommand("rm", "Remove a repository from the Hugging Face hub cache");
+  rm_cmd->add_option("ref", rm.ref, "org/name, as strata ls shows it")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -308,14 +329,28 @@ int main(int argc, char** argv) {
     auto with_model = [&](auto& args) -> auto& {
       args.settings = settings;
       args.model = model_path(settings, argc > 0 ? argv[0] : nullptr);
+      if constexpr (requires { args.model_ref; }) {
+        if (!settings.model.empty() &&
+            strata::hub::parse_reference(settings.model).kind == strata::hub::Reference::Kind::kRepo)
+          args.model_ref = settings.model;
+      }
       return args;
     };
     if (*generate) return run_generate(with_model(gen));
     if (*info_cmd) return run_info(with_model(info));
-    if (*tokenize) return run_tokenize(tok);
+    if (*tokenize) {
+      tok.tokenizer = resolve_model(tok.tokenizer);
+      return run_tokenize(tok);
+    }
+    if (*pull_cmd) return run_pull(pull);
+    if (*ls_cmd) return run_ls(ls);
+    if (*rm_cmd) return run_rm(rm);
     if (*serve_cmd) return run_serve(with_model(serve));
     if (*chat_cmd) return run_chat(with_model(chat));
-    if (*render_cmd) return run_render(render);
+    if (*render_cmd) {
+      if (!render.model.empty()) render.model = resolve_model(render.model);
+      return run_render(render);
+    }
     if (*cache_cmd) {
       cache.settings = settings;
       return *cache_ls ? run_cache_ls(cache) : run_cache_clear(cache);

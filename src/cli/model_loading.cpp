@@ -2,11 +2,16 @@
 // load, group size 64 (MLX's default); the default model.
 #include "cli/model_loading.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 
 #include "backend/memory.h"
+#include "cli/progress_bar.h"
 #include "core/error.h"
+#include "hub/pull.h"
+#include "hub/reference.h"
 #include "runtime/speculative.h"
 
 namespace strata::cli {
@@ -43,7 +48,8 @@ runtime::EngineOptions engine_options(const Settings& settings, int64_t context_
   options.self_draft_layers = settings.self_draft_layers;
   options.speculative_adaptive = settings.speculative_adaptive;
   if (!settings.draft_model.empty())  // loaded as the model is, without quantizing on load
-    options.draft_model = model::load_model(settings.draft_model, load_options(settings, "none"));
+    options.draft_model =
+        model::load_model(resolve_model(settings.draft_model), load_options(settings, "none"));
   if (options.prefix_cache_disk_bytes > 0) options.state_dir = state_root(settings);
   return options;
 }
@@ -62,9 +68,23 @@ int64_t context_size(const Settings& settings) {
   return settings.ctx_size > 0 ? settings.ctx_size : 4096;
 }
 
+hub::HubOptions hub_options() { return hub::options_from_environment(environment_map(environ)); }
+
+std::string resolve_model(const std::string& ref) {
+  const hub::Reference reference = hub::parse_reference(ref);
+  if (reference.kind == hub::Reference::Kind::kLocal) return reference.path;
+  try {
+    ProgressBar bar(/*lines=*/false);
+    return hub::resolve(reference, hub_options(), bar.callback()).string();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kNotFound) throw;
+    throw Error(e.kind(), fmt::format("{} (and no local file or directory '{}' exists)", e.what(), ref));
+  }
+}
+
 std::string model_path(const Settings& settings, const char* argv0) {
   namespace fs = std::filesystem;
-  if (!settings.model.empty()) return settings.model;
+  if (!settings.model.empty()) return resolve_model(settings.model);
   std::vector<fs::path> candidates;
   std::error_code ec;
   const fs::path exe = fs::canonical("/proc/self/exe", ec);

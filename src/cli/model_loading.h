@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/settings.h"
+#include "hub/options.h"
 #include "model/weights.h"
 #include "runtime/engine.h"
 
@@ -26,7 +27,17 @@ std::filesystem::path state_root(const Settings& settings);
 // The context of generate, info and chat: the ctx_size setting, else 4096.
 int64_t context_size(const Settings& settings);
 
-// The model to load: the model setting (--model, $STRATA_MODEL), else the built-in strata-demo
+// The hub's options (hub/options.h) from this process's environment: HF_ENDPOINT, HF_TOKEN, HF_HOME,
+// HF_HUB_CACHE, HF_HUB_OFFLINE.
+hub::HubOptions hub_options();
+
+// A model reference (hub/reference.h) as the path to load: a local path as given; a hub repository
+// (org/name[@revision][:file-or-quant]) from the hub cache, downloaded first when the cache lacks it
+// (a progress bar on a terminal; offline, only the cache).
+std::string resolve_model(const std::string& ref);
+
+// The model to load: the model setting (--model, $STRATA_MODEL) resolved by resolve_model, else the
+// built-in strata-demo
 // (models/strata-demo next to the binary's parent folder, i.e. the repository, or in the source
 // tree this binary was built from). Errors when none exists.
 std::string model_path(const Settings& settings, const char* argv0);

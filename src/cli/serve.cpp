@@ -187,8 +187,13 @@ int run_serve(const ServeArgs& args) {
   options.api_key = args.api_key;
   options.max_concurrency = args.max_concurrency;
   options.connections = connection_policy(args);
-  options.model_id = args.alias.empty() ? model_name(args.model) : args.alias.front();
+  // A hub repository is served under the reference given (org/name[:quant]) and its name alone.
+  const std::string name = args.model_ref.empty() ? model_name(args.model) : args.model_ref;
+  options.model_id = args.alias.empty() ? name : args.alias.front();
   options.aliases = args.alias;
+  options.aliases.push_back(name);
+  if (!args.model_ref.empty())
+    options.aliases.push_back(model_name(args.model_ref.substr(0, args.model_ref.find_first_of("@:"))));
   options.aliases.push_back(model_name(args.model));
   options.aliases.push_back(args.model);
   options.think_control = think_control;

@@ -22,7 +22,9 @@ const std::vector<SettingSpec>& table() {
        .type = SettingType::kString,
        .flag = "--model",
        .env = "STRATA_MODEL",
-       .help = "Model directory or .gguf file (default: the built-in strata-demo)",
+       .help = "Model directory, .gguf file or Hugging Face repository "
+               "org/name[@revision][:file-or-quant], fetched into the hub cache on first use "
+               "(default: the built-in strata-demo)",
        .field = &Settings::model},
       {.name = "device",
        .type = SettingType::kEnum,
@@ -195,7 +197,8 @@ const std::vector<SettingSpec>& table() {
        .type = SettingType::kString,
        .flag = "--draft-model",
        .env = "STRATA_DRAFT_MODEL",
-       .help = "A small model with the model's vocabulary that drafts for speculative decoding "
+       .help = "A small model (a directory, .gguf file or hub repository, as --model) with the "
+               "model's vocabulary that drafts for speculative decoding "
                "(method draft; a request may ask for it when one is loaded), e.g. "
                "models/strata-demo-draft for the built-in strata-demo",
        .field = &Settings::draft_model},
