@@ -165,7 +165,9 @@ def make_handler(hub: FakeHub):
                                       [("X-Repo-Commit", commit)], head)
                 if f.get("lfs"):
                     sha = sha256(f["bytes"])
-                    location = "%s/lfs-blobs/%s" % (endpoint, sha)
+                    # On another host name, as the hub sends LFS files to its CDN: huggingface_hub
+                    # follows a redirect to its own host when it reads a file's metadata.
+                    location = "http://localhost:%d/lfs-blobs/%s" % (self.server.server_address[1], sha)
                     return self.reply(302, [("Location", location), ("X-Repo-Commit", commit),
                                             ("X-Linked-Etag", '"%s"' % sha),
                                             ("X-Linked-Size", str(len(f["bytes"]))),
