@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "core/fd.h"
 #include "hub/api.h"
 
 namespace strata::hub {
@@ -47,21 +48,6 @@ class BlobLock {
 
  private:
   int fd_ = -1;
-};
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
 };
 
 void write_all(int fd, std::string_view data, const fs::path& path) {

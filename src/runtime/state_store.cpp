@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fd.h"
 #include "runtime/state_compression.h"
 #include "core/log.h"
 
@@ -29,22 +30,6 @@ constexpr size_t kWriteBuffer = size_t{1} << 20;
 [[noreturn]] void io_error(const std::string& what, const fs::path& p) {
   throw Error(ErrorKind::kIo, fmt::format("{} {}: {}", what, p.string(), std::strerror(errno)));
 }
-
-// A file descriptor closed when it goes.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 void write_all(int fd, const uint8_t* p, size_t n, const fs::path& path) {
   while (n > 0) {
