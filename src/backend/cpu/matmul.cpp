@@ -93,8 +93,8 @@ void permute_for_u4(const float* x, int64_t n, float* xp) {
 }
 
 // Few-row float matmul: out[t][n] = Σ_k w[n][k] · x[t][k] for R weight rows and T x rows at a
-// time. Every output keeps its own 16 lanes, summed as `dot` sums them, so neither R nor T changes
-// a single bit of it: a decode batch gives each sequence the numbers it gets alone.
+// time. Every output keeps its own 16 lanes and sums them in one fixed order, so neither R nor T
+// changes a single bit of it: a decode batch gives each sequence the numbers it gets alone.
 // 8 floats as one value (one AVX2 register); two of them are the 16 lanes of `dot`.
 typedef float Lanes8 __attribute__((vector_size(8 * sizeof(float))));
 
